@@ -1,0 +1,35 @@
+# rpcxbatch make targets. `make test` is what CI runs.
+GO ?= go
+# Packages whose goroutines share state: always run under the race detector.
+RACE_PKGS = ./codec/... ./batchserver/... ./batchclient/... ./group/... ./selector/... ./plugin/...
+
+.PHONY: test vet race unit bench example fuzz fmt-check
+
+test: fmt-check vet race
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+race:
+	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
+	$(GO) test -count=1 -timeout 10m $$($(GO) list ./... | grep -v -e /codec -e /batchserver -e /batchclient -e /group -e /selector -e /plugin)
+
+unit:
+	$(GO) test -count=1 ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./batchclient/
+
+example:
+	$(GO) run ./example/quickstart
+
+# A short fuzz of every decoder (CI-sized); FUZZTIME sets the time per target.
+FUZZTIME ?= 15s
+fuzz:
+	@for t in FuzzDecodeBatch FuzzDecodeReplies FuzzDecodeHandshake FuzzReadMessage; do \
+		$(GO) test ./codec -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done

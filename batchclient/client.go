@@ -1,0 +1,367 @@
+package batchclient
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	metrics "github.com/rcrowley/go-metrics"
+	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/share"
+
+	"github.com/rpcxbatch/rpcxbatch/codec"
+)
+
+// Client sends calls, casts and sends to any number of servers, each over a
+// pool of lanes when the server runs the batch plugin and over plain rpcx
+// when it does not. Addresses are "host:port" (network tcp) or rpcx-style
+// "network@host:port". A Client is safe for concurrent use; make one and
+// share it.
+type Client struct {
+	opts    Options
+	metrics *clientMetrics
+	rr      atomic.Uint64
+
+	mu      sync.Mutex
+	peers   map[string]*peer
+	stopped map[string]*client.Client // plain clients of stopped addresses, made on first use
+	closed  bool
+}
+
+// New returns a Client; it connects to an address on first use or Start.
+func New(opts ...Option) (*Client, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{opts: o, metrics: newClientMetrics(o.Registry),
+		peers: make(map[string]*peer), stopped: make(map[string]*client.Client)}, nil
+}
+
+// Options returns the options in force, defaults filled in.
+func (c *Client) Options() Options { return c.opts }
+
+// Metrics returns the registry the client reports to.
+func (c *Client) Metrics() metrics.Registry { return c.opts.Registry }
+
+type keyCtx struct{}
+
+// WithKey returns a context whose entries are pinned to one lane chosen by
+// key, so that every call, cast and send made with the same key to the same
+// server arrives in the order it was made. Entries without a key are spread
+// over the lanes.
+func WithKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, keyCtx{}, key)
+}
+
+func splitAddr(addr string) (network, host string) {
+	for i := 0; i < len(addr); i++ {
+		if addr[i] == '@' {
+			return addr[:i], addr[i+1:]
+		}
+	}
+	return "tcp", addr
+}
+
+// peer returns the peer for addr, starting it on first use; nil when addr
+// was stopped with Stop (the caller takes the plain path).
+func (c *Client) peer(addr string) (*peer, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if p := c.peers[addr]; p != nil {
+		return p, nil
+	}
+	if _, ok := c.stopped[addr]; ok {
+		return nil, nil
+	}
+	network, host := splitAddr(addr)
+	p := newPeer(c, network, host)
+	c.peers[addr] = p
+	return p, nil
+}
+
+// Start connects to addr in the background if the client has no connection
+// to it, and undoes Stop. Poll Info for the outcome.
+func (c *Client) Start(addr string) error {
+	c.mu.Lock()
+	pc := c.stopped[addr]
+	delete(c.stopped, addr)
+	c.mu.Unlock()
+	if pc != nil {
+		pc.Close()
+	}
+	_, err := c.peer(addr)
+	return err
+}
+
+// Stop tears down the connection to addr: lanes close, entries in flight
+// fail with ErrStopped, and later calls to addr take the plain rpcx path
+// until Start. Stop is idempotent.
+func (c *Client) Stop(addr string) {
+	c.mu.Lock()
+	p := c.peers[addr]
+	delete(c.peers, addr)
+	if _, ok := c.stopped[addr]; !ok {
+		c.stopped[addr] = nil
+	}
+	c.mu.Unlock()
+	if p != nil {
+		p.shutdown()
+	}
+}
+
+// Info reports the connection to addr.
+func (c *Client) Info(addr string) Info {
+	c.mu.Lock()
+	p := c.peers[addr]
+	c.mu.Unlock()
+	if p == nil {
+		return Info{Status: NotConnected}
+	}
+	return p.info()
+}
+
+// Close tears down every connection; calls in flight fail with ErrStopped
+// and later ones with ErrClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	peers, plains := c.peers, c.stopped
+	c.peers, c.stopped, c.closed = map[string]*peer{}, map[string]*client.Client{}, true
+	c.mu.Unlock()
+	for _, pc := range plains {
+		if pc != nil {
+			pc.Close()
+		}
+	}
+	var wg sync.WaitGroup
+	for _, p := range peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.shutdown()
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// route finds where an entry for addr goes: a lane, or a plain client.
+func (c *Client) route(ctx context.Context, addr string) (*lane, *client.Client, error) {
+	p, err := c.peer(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if p == nil {
+		// Stopped: the plain path until Start.
+		pc, err := c.stoppedPlain(addr)
+		return nil, pc, err
+	}
+	key, hasKey := ctx.Value(keyCtx{}).(string)
+	return p.pick(ctx, key, hasKey)
+}
+
+// stoppedPlain returns the plain rpcx client of a stopped address,
+// connecting it on first use or after it broke.
+func (c *Client) stoppedPlain(addr string) (*client.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if pc := c.stopped[addr]; pc != nil && !pc.IsShutdown() && !pc.IsClosing() {
+		return pc, nil
+	}
+	network, host := splitAddr(addr)
+	pc := client.NewClient(c.opts.RPCX)
+	if err := pc.Connect(network, host); err != nil {
+		return nil, err
+	}
+	c.stopped[addr] = pc
+	return pc, nil
+}
+
+// newEntry encodes args and builds an entry.
+func (c *Client) newEntry(ctx context.Context, kind codec.Kind, path, method string, args any) (*entry, error) {
+	var payload []byte
+	if kind == codec.KindSend {
+		b, _ := args.([]byte)
+		payload = b
+	} else {
+		cd := share.Codecs[c.opts.SerializeType]
+		if cd == nil {
+			return nil, ErrUnsupportedCodec
+		}
+		var err error
+		if payload, err = cd.Encode(args); err != nil {
+			return nil, err
+		}
+	}
+	e := getEntry()
+	e.Kind, e.ServicePath, e.ServiceMethod = kind, path, method
+	e.SerializeType = uint8(c.opts.SerializeType)
+	e.Payload = payload
+	if m, ok := ctx.Value(share.ReqMetaDataKey).(map[string]string); ok && len(m) > 0 {
+		// Copied: rpcx's XClient writes the auth token into this map.
+		e.Metadata = make(map[string]string, len(m))
+		if sc, ok := ctx.(*share.Context); ok {
+			sc.Lock()
+			defer sc.Unlock()
+		}
+		for k, v := range m {
+			e.Metadata[k] = v
+		}
+	}
+	e.deadline, _ = ctx.Deadline()
+	e.size = codec.EntrySize(&e.Entry)
+	return e, nil
+}
+
+// Go starts a call to addr and returns at once; the returned rpcx Call is
+// sent on done (or on a new buffered channel when done is nil) when it
+// completes. If ctx ends first, the call completes with ctx's error.
+func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any, done chan *client.Call) *client.Call {
+	if done == nil {
+		done = make(chan *client.Call, 10)
+	} else if cap(done) == 0 {
+		panic("rpcxbatch: Go: done channel is unbuffered")
+	}
+	call := &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args, Reply: reply, Done: done}
+	if m, ok := ctx.Value(share.ReqMetaDataKey).(map[string]string); ok {
+		call.Metadata = m
+	}
+	l, pc, err := c.route(ctx, addr)
+	if err != nil {
+		call.Error = err
+		call.Done <- call
+		return call
+	}
+	if pc != nil {
+		return pc.Go(ctx, servicePath, serviceMethod, args, reply, done)
+	}
+	pc2 := &pendingCall{call: call}
+	id, err := c.submit(ctx, l, codec.KindCall, pc2)
+	if err != nil {
+		call.Error = err
+		call.Done <- call
+		return call
+	}
+	if ctx.Done() != nil {
+		// The context ends the wait; no goroutine runs until it fires, and
+		// the watch is dropped when the call completes first. stopWatch is
+		// set after registration, so it is read under the pending lock.
+		stop := context.AfterFunc(ctx, func() {
+			if p := l.claim(id); p != nil {
+				c.metrics.errTimeout.Inc(1)
+				l.finish(p, ctx.Err())
+			}
+		})
+		l.pmu.Lock()
+		if _, still := l.pending[id]; still {
+			pc2.stopWatch = stop
+			l.pmu.Unlock()
+		} else {
+			l.pmu.Unlock()
+			stop()
+		}
+	}
+	return call
+}
+
+// submit encodes and queues one entry on l; for calls it registers call
+// and returns its id.
+func (c *Client) submit(ctx context.Context, l *lane, kind codec.Kind, pc *pendingCall) (uint64, error) {
+	call := pc.call
+	e, err := c.newEntry(ctx, kind, call.ServicePath, call.ServiceMethod, call.Args)
+	if err != nil {
+		return 0, err
+	}
+	var id uint64
+	if kind == codec.KindCall {
+		id = l.register(pc)
+		e.ID = id
+	}
+	// Once queued, e belongs to the lane's writer.
+	if err := l.enqueue(e, ctx.Done(), ctx.Err); err != nil {
+		if kind == codec.KindCall {
+			l.claim(id)
+		}
+		putEntry(e)
+		return 0, err
+	}
+	return id, nil
+}
+
+// Call calls servicePath.serviceMethod at addr and waits for the reply, the
+// end of ctx, or the loss of the connection. A server-side error is
+// returned as rpcx's client.ServiceError, as plain rpcx returns it.
+func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any) error {
+	c.metrics.calls.Inc(1)
+	l, pc, err := c.route(ctx, addr)
+	if err != nil {
+		return err
+	}
+	if pc != nil {
+		return pc.Call(ctx, servicePath, serviceMethod, args, reply)
+	}
+	call := &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args, Reply: reply,
+		Done: make(chan *client.Call, 1)}
+	id, err := c.submit(ctx, l, codec.KindCall, &pendingCall{call: call})
+	if err != nil {
+		return err
+	}
+	select {
+	case <-call.Done:
+		if call.Error != nil && ctx.Err() != nil {
+			// The server gave up at the same deadline; report it as the
+			// caller's context error, as for a reply that never came.
+			return ctx.Err()
+		}
+		return call.Error
+	case <-ctx.Done():
+		if l.claim(id) != nil {
+			c.metrics.errTimeout.Inc(1)
+			return ctx.Err()
+		}
+		// The reply is being delivered right now: take it.
+		<-call.Done
+		return call.Error
+	}
+}
+
+// Cast runs servicePath.serviceMethod at addr without waiting for, or
+// getting, its result. It returns once the entry is queued (or with the
+// queue's overflow error); on a plain peer it is an rpcx oneway call.
+func (c *Client) Cast(ctx context.Context, addr, servicePath, serviceMethod string, args any) error {
+	c.metrics.casts.Inc(1)
+	l, pc, err := c.route(ctx, addr)
+	if err != nil {
+		return err
+	}
+	if pc != nil {
+		call := pc.Go(ctx, servicePath, serviceMethod, args, nil, make(chan *client.Call, 1))
+		return call.Error
+	}
+	_, err = c.submit(ctx, l, codec.KindCast, &pendingCall{call: &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args}})
+	return err
+}
+
+// Send delivers payload to the send handler registered under handler on
+// the server at addr. Sends made with the same WithKey key arrive in the
+// order they were made. Send returns once the entry is queued; it fails
+// with ErrNotBatchPeer when the server has no batch plugin.
+func (c *Client) Send(ctx context.Context, addr, handler string, payload []byte) error {
+	c.metrics.sends.Inc(1)
+	l, pc, err := c.route(ctx, addr)
+	if err != nil {
+		return err
+	}
+	if pc != nil {
+		return fmt.Errorf("%w: %s", ErrNotBatchPeer, addr)
+	}
+	_, err = c.submit(ctx, l, codec.KindSend, &pendingCall{call: &client.Call{ServicePath: handler, Args: payload}})
+	return err
+}

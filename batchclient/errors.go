@@ -1,0 +1,36 @@
+package batchclient
+
+import (
+	"errors"
+)
+
+var (
+	// ErrOverloaded is returned in OverflowFailFast mode when the chosen
+	// lane's queue is full (by entries or bytes). Back off, or raise
+	// QueueEntries/QueueBytes, or switch to OverflowBlock.
+	ErrOverloaded = errors.New("rpcxbatch: lane queue is full; back off or raise the queue limits")
+	// ErrConnection wraps the cause when a lane's connection was lost while
+	// an entry was queued or a call was waiting for its reply. The server may
+	// or may not have run a call that fails with it.
+	ErrConnection = errors.New("rpcxbatch: connection to the batch peer lost")
+	// ErrHeartbeat is the cause (inside ErrConnection) when the peer sent
+	// nothing, not even a heartbeat reply, for HeartbeatTimeout: it is frozen
+	// or the path to it is.
+	ErrHeartbeat = errors.New("rpcxbatch: peer missed its heartbeats")
+	// ErrPeerDown is returned without sending when the last attempt to
+	// connect to the address failed; the client retries in the background.
+	// It wraps the connect error.
+	ErrPeerDown = errors.New("rpcxbatch: batch peer is down; reconnecting in the background")
+	// ErrNotBatchPeer is returned by Send for an address whose server has no
+	// batch plugin: plain rpcx has nothing to deliver a send to.
+	ErrNotBatchPeer = errors.New("rpcxbatch: the server at this address has no batch plugin")
+	// ErrClosed is returned after Close, and to calls in flight at Close.
+	ErrClosed = errors.New("rpcxbatch: client is closed")
+	// ErrStopped fails the entries in flight on a connection Stop tore down.
+	ErrStopped = errors.New("rpcxbatch: connection stopped by Stop")
+	// ErrTooLarge is returned for an entry bigger than the frame byte cap
+	// (the smaller of the client's and the server's MaxFrameBytes).
+	ErrTooLarge = errors.New("rpcxbatch: entry exceeds the frame byte cap; send a smaller payload or raise MaxFrameBytes on both sides")
+	// ErrUnsupportedCodec is returned for a serialize type rpcx has no codec for.
+	ErrUnsupportedCodec = errors.New("rpcxbatch: no rpcx codec for this serialize type")
+)

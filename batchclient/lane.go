@@ -1,0 +1,417 @@
+package batchclient
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/protocol"
+	"github.com/smallnest/rpcx/share"
+
+	"github.com/rpcxbatch/rpcxbatch/codec"
+)
+
+// entry is one queued request: the wire entry plus what the writer needs to
+// finish it (the caller's deadline) and the call waiting for its reply.
+type entry struct {
+	codec.Entry
+	deadline time.Time
+	size     int
+}
+
+// lane is one connection to a batch peer with exactly one writer goroutine
+// (the only path to the socket) and one reader goroutine. Callers put
+// entries on its queue; the writer ships whatever is queued the moment it
+// has anything, as one frame with one write.
+type lane struct {
+	c    *Client
+	conn net.Conn
+	hs   codec.Handshake
+	// caps are the client's, lowered to the server's.
+	batchCap, frameBytes int
+
+	qmu     sync.Mutex
+	queue   []*entry
+	spare   []*entry
+	qBytes  int
+	room    chan struct{} // closed when the writer drains a full queue
+	wake    chan struct{} // cap 1: the queue went from empty to non-empty
+	dead    chan struct{} // closed by fail
+	deadErr error         // set before dead is closed
+
+	pmu     sync.Mutex
+	pending map[uint64]*pendingCall
+	nextID  uint64
+
+	down     chan<- struct{} // told, without blocking, when the lane fails
+	lastRecv atomic.Int64    // unix nanos of the last whole message read
+	wg       sync.WaitGroup
+}
+
+func newLane(c *Client, conn net.Conn, hs codec.Handshake, down chan<- struct{}) *lane {
+	l := &lane{
+		c: c, conn: conn, hs: hs, down: down,
+		batchCap:   min(c.opts.BatchCap, hs.BatchCap),
+		frameBytes: min(c.opts.MaxFrameBytes, hs.MaxFrameBytes),
+		room:       make(chan struct{}),
+		wake:       make(chan struct{}, 1),
+		dead:       make(chan struct{}),
+		pending:    make(map[uint64]*pendingCall),
+	}
+	l.lastRecv.Store(time.Now().UnixNano())
+	l.wg.Add(2)
+	go l.writeLoop()
+	go l.readLoop()
+	return l
+}
+
+// fail closes the lane once: the connection is closed (which ends the
+// reader), the writer stops, and every queued or pending call gets err.
+func (l *lane) fail(err error) {
+	l.qmu.Lock()
+	select {
+	case <-l.dead:
+		l.qmu.Unlock()
+		return
+	default:
+	}
+	l.deadErr = err
+	close(l.dead)
+	select {
+	case l.down <- struct{}{}:
+	default:
+	}
+	queued := l.queue
+	l.queue, l.qBytes = nil, 0
+	l.qmu.Unlock()
+	l.conn.Close()
+
+	for _, e := range queued {
+		if e.Kind == codec.KindCall {
+			if call := l.claim(e.ID); call != nil {
+				l.finish(call, err)
+			}
+		}
+		putEntry(e)
+	}
+	l.pmu.Lock()
+	pending := l.pending
+	l.pending = make(map[uint64]*pendingCall)
+	l.pmu.Unlock()
+	for _, call := range pending {
+		l.finish(call, err)
+	}
+}
+
+// close fails the lane with err and waits for its goroutines to end.
+func (l *lane) close(err error) {
+	l.fail(err)
+	l.wg.Wait()
+}
+
+// pendingCall is a call waiting for its reply. stopWatch, when set,
+// unregisters the context watch of a call made with Go.
+type pendingCall struct {
+	call      *client.Call
+	stopWatch func() bool
+}
+
+func (l *lane) finish(pc *pendingCall, err error) {
+	if pc.stopWatch != nil {
+		pc.stopWatch()
+	}
+	call := pc.call
+	call.Error = err
+	select {
+	case call.Done <- call:
+	default:
+		// rpcx's rule: a Done channel with no room is the caller's bug.
+	}
+}
+
+// register gives call an id and records it as pending.
+func (l *lane) register(call *pendingCall) uint64 {
+	l.pmu.Lock()
+	l.nextID++
+	id := l.nextID
+	l.pending[id] = call
+	l.pmu.Unlock()
+	return id
+}
+
+// claim removes and returns the pending call with id, or nil when it has
+// already been claimed (by its reply, a cancel, or fail).
+func (l *lane) claim(id uint64) *pendingCall {
+	l.pmu.Lock()
+	call := l.pending[id]
+	delete(l.pending, id)
+	l.pmu.Unlock()
+	return call
+}
+
+// enqueue puts e on the queue, applying the overflow policy. done is the
+// caller's context's Done channel.
+func (l *lane) enqueue(e *entry, done <-chan struct{}, ctxErr func() error) error {
+	if e.size > l.frameBytes {
+		return fmt.Errorf("%w: %d bytes, cap %d", ErrTooLarge, e.size, l.frameBytes)
+	}
+	l.qmu.Lock()
+	for {
+		select {
+		case <-l.dead:
+			err := l.deadErr
+			l.qmu.Unlock()
+			return err
+		default:
+		}
+		if len(l.queue) < l.c.opts.QueueEntries && (l.qBytes+e.size <= l.c.opts.QueueBytes || len(l.queue) == 0) {
+			break
+		}
+		if l.c.opts.Overflow == OverflowFailFast {
+			l.qmu.Unlock()
+			l.c.metrics.errOverload.Inc(1)
+			return ErrOverloaded
+		}
+		room := l.room
+		l.qmu.Unlock()
+		select {
+		case <-room:
+		case <-done:
+			return ctxErr()
+		case <-l.dead:
+		}
+		l.qmu.Lock()
+	}
+	l.queue = append(l.queue, e)
+	l.qBytes += e.size
+	first := len(l.queue) == 1
+	l.qmu.Unlock()
+	if first {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// take removes from the queue what fits one frame: at least one entry, at
+// most batchCap, within frameBytes.
+func (l *lane) take() []*entry {
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	n, size := 0, 0
+	for n < len(l.queue) && n < l.batchCap {
+		size += l.queue[n].size
+		if n > 0 && size > l.frameBytes {
+			size -= l.queue[n].size
+			break
+		}
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	full := len(l.queue) >= l.c.opts.QueueEntries || l.qBytes >= l.c.opts.QueueBytes/2
+	batch := make([]*entry, n)
+	copy(batch, l.queue[:n])
+	rest := copy(l.queue, l.queue[n:])
+	clear(l.queue[rest:])
+	l.queue = l.queue[:rest]
+	l.qBytes -= size
+	if full {
+		// Wake every caller blocked on a full queue; they re-check.
+		close(l.room)
+		l.room = make(chan struct{})
+	}
+	return batch
+}
+
+func (l *lane) writeLoop() {
+	defer l.wg.Done()
+	tick := time.NewTicker(l.c.opts.HeartbeatInterval / 2)
+	defer tick.Stop()
+	var (
+		buf      []byte
+		frameSeq uint64
+	)
+	for {
+		select {
+		case <-l.wake:
+		case <-tick.C:
+			if err := l.heartbeat(&buf); err != nil {
+				l.fail(fmt.Errorf("%w: %w", ErrConnection, err))
+				return
+			}
+			continue
+		case <-l.dead:
+			return
+		}
+		for {
+			batch := l.take()
+			if len(batch) == 0 {
+				break
+			}
+			frameSeq++
+			var err error
+			buf, err = l.writeFrame(buf[:0], frameSeq, batch)
+			if err != nil {
+				l.fail(fmt.Errorf("%w: %w", ErrConnection, err))
+				return
+			}
+			// A huge frame's buffer is not worth keeping.
+			if cap(buf) > 4<<20 {
+				buf = nil
+			}
+		}
+	}
+}
+
+// writeFrame encodes batch as one rpcx message and writes it with one Write.
+func (l *lane) writeFrame(buf []byte, frameSeq uint64, batch []*entry) ([]byte, error) {
+	var h protocol.Header
+	h[0] = protocol.MagicNumber()
+	h.SetMessageType(protocol.Request)
+	h.SetOneway(true)
+	h.SetSerializeType(protocol.SerializeNone)
+	h.SetSeq(frameSeq)
+	var meta map[string]string
+	if l.c.opts.Auth != "" {
+		meta = map[string]string{share.AuthKey: l.c.opts.Auth}
+	}
+	buf, mark := codec.StartMessage(buf, &h, codec.ServicePath, codec.MethodBatch, meta)
+	buf = codec.AppendBatchHeader(buf, frameSeq, len(batch))
+	now := time.Now()
+	for _, e := range batch {
+		// The time left travels, not the deadline: the two clocks differ.
+		if !e.deadline.IsZero() {
+			e.TimeoutMicros = int64(e.deadline.Sub(now) / time.Microsecond)
+			if e.TimeoutMicros <= 0 {
+				e.TimeoutMicros = -1
+			}
+		}
+		buf = codec.AppendEntry(buf, &e.Entry)
+		putEntry(e)
+	}
+	codec.FinishMessage(buf, mark)
+	l.c.metrics.frames.Inc(1)
+	l.c.metrics.batchSize.Update(int64(len(batch)))
+	l.conn.SetWriteDeadline(now.Add(l.c.opts.HeartbeatTimeout))
+	_, err := l.conn.Write(buf)
+	return buf, err
+}
+
+// heartbeat gives up on a peer that sent nothing for HeartbeatTimeout and
+// sends an rpcx heartbeat when it was quiet for HeartbeatInterval.
+func (l *lane) heartbeat(buf *[]byte) error {
+	quiet := time.Since(time.Unix(0, l.lastRecv.Load()))
+	if quiet > l.c.opts.HeartbeatTimeout {
+		return fmt.Errorf("%w: nothing heard for %v", ErrHeartbeat, quiet.Round(time.Millisecond))
+	}
+	if quiet < l.c.opts.HeartbeatInterval {
+		return nil
+	}
+	var h protocol.Header
+	h[0] = protocol.MagicNumber()
+	h.SetMessageType(protocol.Request)
+	h.SetHeartbeat(true)
+	*buf = codec.AppendMessage((*buf)[:0], &h, "", "", nil, nil)
+	l.conn.SetWriteDeadline(time.Now().Add(l.c.opts.HeartbeatTimeout))
+	_, err := l.conn.Write(*buf)
+	return err
+}
+
+func (l *lane) readLoop() {
+	defer l.wg.Done()
+	br := bufio.NewReaderSize(l.conn, 64<<10)
+	var (
+		buf     []byte
+		replies []codec.Reply
+	)
+	for {
+		msg, b, err := codec.ReadMessage(br, l.c.opts.MaxFrameBytes+64<<10, buf)
+		if err != nil {
+			l.fail(fmt.Errorf("%w: %w", ErrConnection, err))
+			return
+		}
+		if cap(b) <= 4<<20 {
+			buf = b
+		}
+		l.lastRecv.Store(time.Now().UnixNano())
+		switch {
+		case msg.Header.IsHeartbeat():
+		case msg.Header.MessageType() == protocol.Request && msg.ServicePath == codec.ServicePath && msg.ServiceMethod == codec.MethodReply:
+			var inc uint64
+			inc, replies, err = codec.DecodeReplies(msg.Payload, 0, replies)
+			if err != nil {
+				l.fail(fmt.Errorf("%w: bad reply frame: %w", ErrConnection, err))
+				return
+			}
+			if inc != l.hs.Incarnation {
+				// Not this lane's server: never let it reach a call.
+				l.c.metrics.errStale.Inc(1)
+				continue
+			}
+			for i := range replies {
+				l.complete(&replies[i])
+				replies[i] = codec.Reply{}
+			}
+		case msg.Header.MessageType() == protocol.Response && msg.Header.MessageStatusType() == protocol.Error:
+			// rpcx refused a frame (its AuthFunc, typically) and is about
+			// to close the connection.
+			l.fail(fmt.Errorf("%w: server refused a frame: %s", ErrConnection, msg.Metadata[protocol.ServiceError]))
+			return
+		}
+	}
+}
+
+// complete hands one reply to its call, decoding the result into the
+// call's reply value.
+func (l *lane) complete(rp *codec.Reply) {
+	pc := l.claim(rp.ID)
+	if pc == nil {
+		return // cancelled by its caller
+	}
+	call := pc.call
+	if rp.Metadata != nil {
+		call.ResMetadata = rp.Metadata
+	}
+	var err error
+	switch {
+	case rp.Status == codec.StatusError:
+		err = serviceError(rp.Error)
+	case call.Reply != nil:
+		cd := share.Codecs[l.c.opts.SerializeType]
+		if derr := cd.Decode(rp.Payload, call.Reply); derr != nil {
+			err = derr
+		}
+	}
+	if err != nil {
+		l.c.metrics.errService.Inc(1)
+	}
+	l.finish(pc, err)
+}
+
+// serviceError turns a server's error text into the error rpcx's own client
+// would return for it, so callers see one error type on both paths.
+func serviceError(text string) error {
+	if client.ClientErrorFunc != nil {
+		res := protocol.NewMessage()
+		res.Metadata = map[string]string{protocol.ServiceError: text}
+		return client.ClientErrorFunc(res, text)
+	}
+	return client.NewServiceError(text)
+}
+
+var entryPool = sync.Pool{New: func() any { return new(entry) }}
+
+func getEntry() *entry { return entryPool.Get().(*entry) }
+
+func putEntry(e *entry) {
+	*e = entry{}
+	entryPool.Put(e)
+}

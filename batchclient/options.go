@@ -1,0 +1,172 @@
+package batchclient
+
+import (
+	"crypto/tls"
+	"fmt"
+	"time"
+
+	metrics "github.com/rcrowley/go-metrics"
+	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/protocol"
+)
+
+// Overflow says what a caller meets when its lane's queue is full.
+type Overflow int
+
+const (
+	// OverflowBlock makes the caller wait for room until its context ends;
+	// it then gets the context's error. The default.
+	OverflowBlock Overflow = iota
+	// OverflowFailFast returns ErrOverloaded at once.
+	OverflowFailFast
+)
+
+// Defaults of the client options.
+const (
+	DefaultBatchCap          = 1000
+	DefaultMaxFrameBytes     = 16 << 20
+	DefaultQueueEntries      = 16384
+	DefaultQueueBytes        = 64 << 20
+	DefaultHeartbeatInterval = 500 * time.Millisecond
+	DefaultHeartbeatTimeout  = 2 * time.Second
+	DefaultDialTimeout       = 3 * time.Second
+	DefaultReconnectMin      = 50 * time.Millisecond
+	DefaultReconnectMax      = 5 * time.Second
+)
+
+// Options configure a Client. Every field has a usable zero value; the
+// defaults are the Default constants above.
+type Options struct {
+	// Lanes is the number of lanes (connections) per server. 0, the
+	// default, takes the pool size the server's handshake asks for, which
+	// is the server's GOMAXPROCS unless configured otherwise.
+	Lanes int
+	// BatchCap is the most entries one frame carries. Default 1000; the
+	// server's cap wins when smaller.
+	BatchCap int
+	// MaxFrameBytes caps one frame; the server's cap wins when smaller, and
+	// an entry that cannot fit alone fails with ErrTooLarge. Default 16 MiB.
+	MaxFrameBytes int
+	// QueueEntries and QueueBytes bound each lane's queue of entries not
+	// yet written. Defaults 16384 entries and 64 MiB.
+	QueueEntries int
+	QueueBytes   int
+	// Overflow picks what a caller meets at a full queue. Default
+	// OverflowBlock.
+	Overflow Overflow
+	// HeartbeatInterval is how long a lane may hear nothing before it sends
+	// a heartbeat; HeartbeatTimeout is how long before it gives up on the
+	// peer and fails its calls with ErrConnection (ErrHeartbeat). It also
+	// bounds each write. Defaults 500 ms and 2 s.
+	HeartbeatInterval time.Duration
+	HeartbeatTimeout  time.Duration
+	// DialTimeout bounds connecting and the handshake. Default 3 s.
+	DialTimeout time.Duration
+	// ReconnectMin and ReconnectMax bound the exponential backoff between
+	// attempts to reach a peer that is down. Defaults 50 ms and 5 s.
+	ReconnectMin time.Duration
+	ReconnectMax time.Duration
+	// SerializeType encodes arguments and replies. Default MsgPack, as rpcx.
+	SerializeType protocol.SerializeType
+	// TLSConfig, when set, makes lanes (and the plain fallback) use TLS.
+	TLSConfig *tls.Config
+	// Auth is the token sent with every frame and handshake, for servers
+	// with an AuthFunc (each entry also carries its caller's metadata).
+	Auth string
+	// RPCX is the option the plain-rpcx fallback connects with. Its
+	// SerializeType and TLSConfig are overridden by the fields above.
+	RPCX client.Option
+	// Registry receives the client metrics. Default: a new registry.
+	Registry metrics.Registry
+}
+
+// Option sets one client option.
+type Option func(*Options)
+
+// WithLanes sets the lanes per server (0: as the server asks).
+func WithLanes(n int) Option { return func(o *Options) { o.Lanes = n } }
+
+// WithBatchCap sets the entry cap per frame.
+func WithBatchCap(n int) Option { return func(o *Options) { o.BatchCap = n } }
+
+// WithMaxFrameBytes sets the byte cap per frame.
+func WithMaxFrameBytes(n int) Option { return func(o *Options) { o.MaxFrameBytes = n } }
+
+// WithQueueLimits bounds each lane's queue by entries and bytes.
+func WithQueueLimits(entries, bytes int) Option {
+	return func(o *Options) { o.QueueEntries, o.QueueBytes = entries, bytes }
+}
+
+// WithOverflow picks the full-queue policy.
+func WithOverflow(p Overflow) Option { return func(o *Options) { o.Overflow = p } }
+
+// WithHeartbeat sets the heartbeat interval and timeout.
+func WithHeartbeat(interval, timeout time.Duration) Option {
+	return func(o *Options) { o.HeartbeatInterval, o.HeartbeatTimeout = interval, timeout }
+}
+
+// WithDialTimeout bounds connecting and the handshake.
+func WithDialTimeout(d time.Duration) Option { return func(o *Options) { o.DialTimeout = d } }
+
+// WithReconnect bounds the reconnect backoff.
+func WithReconnect(min, max time.Duration) Option {
+	return func(o *Options) { o.ReconnectMin, o.ReconnectMax = min, max }
+}
+
+// WithSerializeType sets the codec for arguments and replies.
+func WithSerializeType(st protocol.SerializeType) Option {
+	return func(o *Options) { o.SerializeType = st }
+}
+
+// WithTLS makes lanes and the fallback use TLS.
+func WithTLS(cfg *tls.Config) Option { return func(o *Options) { o.TLSConfig = cfg } }
+
+// WithAuth sets the token sent with frames and handshakes.
+func WithAuth(token string) Option { return func(o *Options) { o.Auth = token } }
+
+// WithRPCXOption sets the option of the plain-rpcx fallback.
+func WithRPCXOption(opt client.Option) Option { return func(o *Options) { o.RPCX = opt } }
+
+// WithMetrics sends the client metrics to r.
+func WithMetrics(r metrics.Registry) Option { return func(o *Options) { o.Registry = r } }
+
+func buildOptions(opts []Option) (Options, error) {
+	o := Options{RPCX: client.DefaultOption, SerializeType: protocol.MsgPack}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defd := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&o.BatchCap, DefaultBatchCap)
+	def(&o.MaxFrameBytes, DefaultMaxFrameBytes)
+	def(&o.QueueEntries, DefaultQueueEntries)
+	def(&o.QueueBytes, DefaultQueueBytes)
+	defd(&o.HeartbeatInterval, DefaultHeartbeatInterval)
+	defd(&o.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	defd(&o.DialTimeout, DefaultDialTimeout)
+	defd(&o.ReconnectMin, DefaultReconnectMin)
+	defd(&o.ReconnectMax, DefaultReconnectMax)
+	if o.Lanes < 0 || o.BatchCap < 0 || o.MaxFrameBytes < 0 || o.QueueEntries < 0 || o.QueueBytes < 0 ||
+		o.HeartbeatInterval < 0 || o.HeartbeatTimeout <= o.HeartbeatInterval || o.ReconnectMax < o.ReconnectMin {
+		return o, fmt.Errorf("rpcxbatch: invalid client options: sizes must not be negative, HeartbeatTimeout must exceed HeartbeatInterval, ReconnectMax must be at least ReconnectMin")
+	}
+	if o.Overflow != OverflowBlock && o.Overflow != OverflowFailFast {
+		return o, fmt.Errorf("rpcxbatch: unknown overflow policy %d", o.Overflow)
+	}
+	o.RPCX.SerializeType = o.SerializeType
+	if o.TLSConfig != nil {
+		o.RPCX.TLSConfig = o.TLSConfig
+	}
+	if o.Registry == nil {
+		o.Registry = metrics.NewRegistry()
+	}
+	return o, nil
+}

@@ -1,0 +1,359 @@
+package batchclient
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/protocol"
+	"github.com/smallnest/rpcx/share"
+
+	"github.com/rpcxbatch/rpcxbatch/codec"
+)
+
+// Status is the state of the connection to one address, as Info reports it.
+type Status int
+
+const (
+	// NotConnected: the client has no connection to the address (never
+	// used, or stopped with Stop). Calls to it take the plain rpcx path.
+	NotConnected Status = iota
+	// Down: the client is connecting, the last attempt failed, or the
+	// server has no batch plugin (Info.Plain); calls wait, fail with
+	// ErrPeerDown, or take plain rpcx respectively.
+	Down
+	// Connected: a lane pool to the server's batch plugin is up.
+	Connected
+)
+
+func (s Status) String() string {
+	return [...]string{"not_connected", "down", "connected"}[s]
+}
+
+// Info describes the connection to one address.
+type Info struct {
+	Status Status
+	// Lanes is the number of lanes when Connected.
+	Lanes int
+	// Incarnation is the server's incarnation id, when Connected.
+	Incarnation uint64
+	// Plain is true when the server answered that it has no batch plugin:
+	// calls to it go over plain rpcx.
+	Plain bool
+	// Err is the last connect error, when Down.
+	Err error
+}
+
+// errNoBatchService marks a handshake answered by rpcx's "can't find
+// service": the server is plain.
+var errNoBatchService = errors.New("rpcxbatch: no batch service")
+
+type peerState int
+
+const (
+	stateConnecting peerState = iota
+	stateBatch
+	statePlain
+	stateDown
+	stateStopped
+)
+
+// peer is the client's connection to one address: a manager goroutine that
+// connects, watches and reconnects the lane pool in the background, and the
+// plain rpcx client used where the batch path does not apply.
+type peer struct {
+	c       *Client
+	network string
+	addr    string
+
+	mu          sync.Mutex
+	state       peerState
+	lanes       []*lane
+	err         error
+	changed     chan struct{} // closed and replaced at every state change
+	plainClient *client.Client
+	plainMu     sync.Mutex
+
+	// laneDown receives a notice from every lane of the pool that fails.
+	laneDown chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func newPeer(c *Client, network, addr string) *peer {
+	p := &peer{c: c, network: network, addr: addr, changed: make(chan struct{}),
+		laneDown: make(chan struct{}, 64), stop: make(chan struct{}), done: make(chan struct{})}
+	go p.run()
+	return p
+}
+
+func (p *peer) setState(s peerState, lanes []*lane, err error) {
+	p.mu.Lock()
+	p.state, p.lanes, p.err = s, lanes, err
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// run owns the lane pool: it connects, waits for a lane to die or for Stop,
+// tears the pool down, and reconnects with backoff.
+func (p *peer) run() {
+	defer close(p.done)
+	backoff := p.c.opts.ReconnectMin
+	first := true
+	for {
+		lanes, err := p.connect()
+		switch {
+		case errors.Is(err, errNoBatchService):
+			p.c.metrics.fallbacks.Inc(1)
+			p.setState(statePlain, nil, nil)
+			<-p.stop
+			p.setState(stateStopped, nil, ErrStopped)
+			return
+		case err != nil:
+			p.setState(stateDown, nil, err)
+			select {
+			case <-p.stop:
+				p.setState(stateStopped, nil, ErrStopped)
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, p.c.opts.ReconnectMax)
+			p.setState(stateConnecting, nil, err)
+			continue
+		}
+		if !first {
+			p.c.metrics.reconnects.Inc(1)
+		}
+		first = false
+		backoff = p.c.opts.ReconnectMin
+		p.setState(stateBatch, lanes, nil)
+
+		stopped := p.watch(lanes)
+		// One lane down means the pool is suspect (a restart, a freeze): a
+		// new pool is built against whatever incarnation answers next.
+		why := fmt.Errorf("%w: another lane of this peer failed", ErrConnection)
+		if stopped {
+			why = ErrStopped
+		}
+		p.setState(stateConnecting, nil, nil)
+		for _, l := range lanes {
+			l.close(why)
+		}
+		if stopped {
+			p.setState(stateStopped, nil, ErrStopped)
+			return
+		}
+	}
+}
+
+// watch waits until a lane of the pool has failed (true) or Stop (false).
+// Notices left over from lanes of an earlier pool are recognised and
+// skipped: only a dead lane of this pool counts.
+func (p *peer) watch(lanes []*lane) (stopped bool) {
+	for {
+		select {
+		case <-p.laneDown:
+			for _, l := range lanes {
+				select {
+				case <-l.dead:
+					return false
+				default:
+				}
+			}
+		case <-p.stop:
+			return true
+		}
+	}
+}
+
+// connect dials and handshakes the whole lane pool.
+func (p *peer) connect() ([]*lane, error) {
+	conn, hs, err := p.dial()
+	if err != nil {
+		return nil, err
+	}
+	n := p.c.opts.Lanes
+	if n == 0 {
+		n = hs.PoolSize
+	}
+	lanes := []*lane{newLane(p.c, conn, hs, p.laneDown)}
+	for len(lanes) < n {
+		conn, hs2, err := p.dial()
+		if err == nil && hs2.Incarnation != hs.Incarnation {
+			conn.Close()
+			err = fmt.Errorf("%w: server restarted while the pool was being built", ErrConnection)
+		}
+		if err != nil {
+			for _, l := range lanes {
+				l.close(err)
+			}
+			return nil, err
+		}
+		lanes = append(lanes, newLane(p.c, conn, hs2, p.laneDown))
+	}
+	return lanes, nil
+}
+
+// dial opens one connection and performs the handshake on it.
+func (p *peer) dial() (net.Conn, codec.Handshake, error) {
+	var hs codec.Handshake
+	ctx, cancel := context.WithTimeout(context.Background(), p.c.opts.DialTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	d := net.Dialer{}
+	conn, err := d.DialContext(ctx, p.network, p.addr)
+	if err != nil {
+		return nil, hs, err
+	}
+	if p.c.opts.TLSConfig != nil {
+		tc := tls.Client(conn, p.c.opts.TLSConfig)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, hs, err
+		}
+		conn = tc
+	}
+	deadline, _ := ctx.Deadline()
+	conn.SetDeadline(deadline)
+	hs, err = handshake(conn, p.c.opts.Auth, p.c.opts.MaxFrameBytes)
+	if err != nil {
+		conn.Close()
+		return nil, hs, err
+	}
+	conn.SetDeadline(time.Time{})
+	return conn, hs, nil
+}
+
+// handshake asks the server for its batch parameters with an ordinary rpcx
+// request, so a plain rpcx server answers it with "can't find service".
+func handshake(conn net.Conn, auth string, maxBytes int) (codec.Handshake, error) {
+	var h protocol.Header
+	h[0] = protocol.MagicNumber()
+	h.SetMessageType(protocol.Request)
+	h.SetSerializeType(protocol.SerializeNone)
+	var meta map[string]string
+	if auth != "" {
+		meta = map[string]string{share.AuthKey: auth}
+	}
+	if _, err := conn.Write(codec.AppendMessage(nil, &h, codec.ServicePath, codec.MethodHandshake, meta, nil)); err != nil {
+		return codec.Handshake{}, err
+	}
+	for {
+		msg, _, err := codec.ReadMessage(conn, maxBytes, nil)
+		if err != nil {
+			return codec.Handshake{}, err
+		}
+		if msg.Header.MessageType() != protocol.Response || msg.Header.IsHeartbeat() {
+			continue
+		}
+		if msg.Header.MessageStatusType() == protocol.Error {
+			text := msg.Metadata[protocol.ServiceError]
+			if strings.Contains(text, "can't find service") {
+				return codec.Handshake{}, errNoBatchService
+			}
+			return codec.Handshake{}, serviceError(text)
+		}
+		return codec.DecodeHandshake(msg.Payload)
+	}
+}
+
+// pick returns a lane for the call, or nil with the plain client when the
+// peer is plain, waiting while the pool is being (re)built.
+func (p *peer) pick(ctx context.Context, key string, hasKey bool) (*lane, *client.Client, error) {
+	for {
+		p.mu.Lock()
+		state, lanes, err, changed := p.state, p.lanes, p.err, p.changed
+		p.mu.Unlock()
+		switch state {
+		case stateBatch:
+			var i uint64
+			if hasKey {
+				i = hashKey(key)
+			} else {
+				i = p.c.rr.Add(1)
+			}
+			return lanes[i%uint64(len(lanes))], nil, nil
+		case statePlain:
+			pc, err := p.plain()
+			return nil, pc, err
+		case stateDown:
+			p.c.metrics.errDown.Inc(1)
+			return nil, nil, fmt.Errorf("%w: %s: %w", ErrPeerDown, p.addr, err)
+		case stateStopped:
+			return nil, nil, ErrStopped
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+}
+
+// plain returns the peer's plain rpcx client, connecting it when needed.
+func (p *peer) plain() (*client.Client, error) {
+	p.plainMu.Lock()
+	defer p.plainMu.Unlock()
+	if p.plainClient != nil && !p.plainClient.IsShutdown() && !p.plainClient.IsClosing() {
+		return p.plainClient, nil
+	}
+	pc := client.NewClient(p.c.opts.RPCX)
+	if err := pc.Connect(p.network, p.addr); err != nil {
+		return nil, err
+	}
+	p.plainClient = pc
+	return pc, nil
+}
+
+// shutdown stops the manager, waits for it, and closes the plain client.
+func (p *peer) shutdown() {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
+	<-p.done
+	p.plainMu.Lock()
+	if p.plainClient != nil {
+		p.plainClient.Close()
+		p.plainClient = nil
+	}
+	p.plainMu.Unlock()
+}
+
+func (p *peer) info() Info {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch p.state {
+	case stateBatch:
+		return Info{Status: Connected, Lanes: len(p.lanes), Incarnation: p.lanes[0].hs.Incarnation}
+	case statePlain:
+		return Info{Status: Down, Plain: true}
+	case stateStopped:
+		return Info{Status: NotConnected}
+	}
+	return Info{Status: Down, Err: p.err}
+}
+
+// hashKey is FNV-1a: cheap, and spreads short keys well over a few lanes.
+func hashKey(k string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(k); i++ {
+		h ^= uint64(k[i])
+		h *= 1099511628211
+	}
+	return h
+}

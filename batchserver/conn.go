@@ -1,0 +1,198 @@
+package batchserver
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/smallnest/rpcx/protocol"
+
+	"github.com/rpcxbatch/rpcxbatch/codec"
+)
+
+// maxHeldFrames bounds the frames one connection may have waiting for an
+// earlier frame; a peer that runs further ahead is not a rpcxbatch lane.
+const maxHeldFrames = 4096
+
+// conn is the batch state of one client connection: it puts frames back in
+// lane order, and it collects replies and writes them as reply frames.
+type conn struct {
+	p *Plugin
+	c net.Conn
+
+	// Frame order. rpcx hands each frame to its own goroutine; the one that
+	// finds the next expected frame delivers it and every held frame after it.
+	orderMu    sync.Mutex
+	nextSeq    uint64
+	held       map[uint64][]codec.Entry
+	delivering bool
+
+	// Replies. At most one writer goroutine runs per connection: it is
+	// started when the first reply is queued and exits when the queue is
+	// empty, so an idle or closed connection holds no goroutine.
+	replyMu sync.Mutex
+	replies []codec.Reply
+	spare   []codec.Reply
+	writing bool
+	broken  bool
+	buf     []byte
+}
+
+func newConn(p *Plugin, c net.Conn) *conn {
+	return &conn{p: p, c: c, nextSeq: 1, held: make(map[uint64][]codec.Entry)}
+}
+
+// fail logs a protocol violation and closes only this connection.
+func (c *conn) fail(err error) {
+	c.p.metrics.errMalformed.Inc(1)
+	logf("rpcxbatch: closing connection from %s: %v", c.c.RemoteAddr(), err)
+	c.c.Close()
+}
+
+// deliver runs the entries of frame seq once every earlier frame has run.
+func (c *conn) deliver(seq uint64, entries []codec.Entry) {
+	c.orderMu.Lock()
+	if seq < c.nextSeq || c.held[seq] != nil || len(c.held) >= maxHeldFrames {
+		c.orderMu.Unlock()
+		c.fail(fmt.Errorf("%w: frame %d out of sequence (next is %d, %d held)", codec.ErrMalformed, seq, c.nextSeq, len(c.held)))
+		return
+	}
+	if entries == nil {
+		entries = []codec.Entry{}
+	}
+	c.held[seq] = entries
+	if c.delivering {
+		c.orderMu.Unlock()
+		return
+	}
+	c.delivering = true
+	for {
+		next, ok := c.held[c.nextSeq]
+		if !ok {
+			break
+		}
+		delete(c.held, c.nextSeq)
+		c.nextSeq++
+		c.orderMu.Unlock()
+		c.run(next)
+		c.orderMu.Lock()
+	}
+	c.delivering = false
+	c.orderMu.Unlock()
+}
+
+// run starts every entry of one frame, in frame order: calls and casts each
+// in a goroutine of their own (as rpcx runs requests), sends inline so that
+// they reach their handler in order.
+func (c *conn) run(entries []codec.Entry) {
+	arrived := time.Now()
+	for i := range entries {
+		e := &entries[i]
+		switch e.Kind {
+		case codec.KindCall:
+			c.p.metrics.calls.Inc(1)
+			go c.p.runCall(c, e, arrived)
+		case codec.KindCast:
+			c.p.metrics.casts.Inc(1)
+			go c.p.runCall(c, e, arrived)
+		case codec.KindSend:
+			c.p.metrics.sends.Inc(1)
+			c.p.runSend(c, e, arrived)
+		}
+	}
+}
+
+// queueReply hands a reply to the connection's writer.
+func (c *conn) queueReply(rp codec.Reply) {
+	c.replyMu.Lock()
+	if c.broken {
+		c.replyMu.Unlock()
+		return
+	}
+	c.replies = append(c.replies, rp)
+	start := !c.writing
+	c.writing = true
+	c.replyMu.Unlock()
+	if start {
+		go c.writeReplies()
+	}
+}
+
+// writeReplies is the connection's only reply writer. It takes whatever is
+// queued, up to the caps, writes it as one frame with one Write, and repeats
+// until nothing is left; it never waits for more replies to arrive.
+func (c *conn) writeReplies() {
+	for {
+		c.replyMu.Lock()
+		batch := c.replies
+		if len(batch) == 0 {
+			c.writing = false
+			c.replyMu.Unlock()
+			return
+		}
+		c.replies, c.spare = c.spare[:0], nil
+		c.replyMu.Unlock()
+
+		taken := batch
+		for len(batch) > 0 {
+			n := c.fit(batch)
+			if err := c.writeFrame(batch[:n]); err != nil {
+				c.p.metrics.errWrite.Inc(1)
+				logf("rpcxbatch: writing replies to %s: %v", c.c.RemoteAddr(), err)
+				c.replyMu.Lock()
+				c.broken, c.writing, c.replies = true, false, nil
+				c.replyMu.Unlock()
+				c.c.Close()
+				return
+			}
+			batch = batch[n:]
+		}
+		c.replyMu.Lock()
+		if c.spare == nil {
+			c.spare = taken[:0]
+		}
+		c.replyMu.Unlock()
+	}
+}
+
+// fit returns how many replies from the front of batch fit one frame: at
+// least one, at most the batch cap, within the byte cap.
+func (c *conn) fit(batch []codec.Reply) int {
+	n, size := 0, 0
+	for n < len(batch) && n < c.p.opts.BatchCap {
+		size += codec.ReplySize(&batch[n])
+		if n > 0 && size > c.p.opts.MaxFrameBytes {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+func (c *conn) writeFrame(replies []codec.Reply) error {
+	var h protocol.Header
+	h[0] = protocol.MagicNumber()
+	h.SetMessageType(protocol.Request)
+	h.SetOneway(true)
+	h.SetSerializeType(protocol.SerializeNone)
+	b, mark := codec.StartMessage(c.buf[:0], &h, codec.ServicePath, codec.MethodReply, nil)
+	b = codec.AppendReplyHeader(b, c.p.incarnation, len(replies))
+	for i := range replies {
+		b = codec.AppendReply(b, &replies[i])
+		replies[i] = codec.Reply{} // let the payload go
+	}
+	codec.FinishMessage(b, mark)
+	// Keep a moderate buffer for the next frame, not a rare huge one.
+	if cap(b) <= 4<<20 {
+		c.buf = b
+	}
+	c.p.metrics.replyFrames.Inc(1)
+	c.p.metrics.replyBatch.Update(int64(len(replies)))
+	c.c.SetWriteDeadline(time.Now().Add(c.p.opts.WriteTimeout))
+	_, err := c.c.Write(b)
+	// rpcx writes heartbeats and errors on this conn too, and without a write
+	// timeout of its own it never sets a deadline: clear ours.
+	c.c.SetWriteDeadline(time.Time{})
+	return err
+}

@@ -1,0 +1,176 @@
+package batchserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/smallnest/rpcx/protocol"
+	"github.com/smallnest/rpcx/server"
+	"github.com/smallnest/rpcx/share"
+
+	"github.com/rpcxbatch/rpcxbatch/codec"
+)
+
+// entryContext builds the context a handler sees, as rpcx builds it for a
+// plain request: the connection, the request and response metadata, and the
+// caller's deadline.
+func entryContext(c *conn, e *codec.Entry, arrived time.Time) (*share.Context, map[string]string, context.CancelFunc) {
+	ctx := share.WithValue(context.Background(), server.RemoteConnContextKey, c.c)
+	ctx.SetValue(server.StartRequestContextKey, arrived.UnixNano())
+	if e.Metadata == nil {
+		e.Metadata = make(map[string]string)
+	}
+	resMeta := make(map[string]string)
+	ctx.SetValue(share.ReqMetaDataKey, e.Metadata)
+	ctx.SetValue(share.ResMetaDataKey, resMeta)
+	cancel := context.CancelFunc(func() {})
+	if e.TimeoutMicros > 0 {
+		ctx.Context, cancel = context.WithDeadline(ctx.Context, arrived.Add(time.Duration(e.TimeoutMicros)*time.Microsecond))
+	}
+	return ctx, resMeta, cancel
+}
+
+// runCall runs one call or cast entry the way rpcx runs a request: auth,
+// lookup, decode, PreCall plugins, the method, PostCall plugins, encode. A
+// call's outcome goes back as a reply; a cast's is only counted.
+func (p *Plugin) runCall(c *conn, e *codec.Entry, arrived time.Time) {
+	ctx, resMeta, cancel := entryContext(c, e, arrived)
+	defer cancel()
+	payload, err := p.execute(ctx, e)
+	if e.Kind != codec.KindCall {
+		return
+	}
+	rp := codec.Reply{ID: e.ID, Payload: payload}
+	if len(resMeta) > 0 {
+		rp.Metadata = resMeta
+	}
+	if err != nil {
+		rp.Status, rp.Error = codec.StatusError, err.Error()
+	}
+	c.queueReply(rp)
+}
+
+func (p *Plugin) execute(ctx *share.Context, e *codec.Entry) (payload []byte, err error) {
+	if e.TimeoutMicros < 0 || ctx.Err() != nil {
+		p.metrics.errDeadline.Inc(1)
+		return nil, ErrDeadlinePassed
+	}
+	if err := p.auth(ctx, e); err != nil {
+		return nil, err
+	}
+	m, found := p.services.lookup(e.ServicePath, e.ServiceMethod)
+	if m == nil {
+		p.metrics.errUnknown.Inc(1)
+		// The same texts rpcx gives, so callers see one error on both paths.
+		if !found {
+			return nil, errors.New("rpcx: can't find service " + e.ServicePath)
+		}
+		return nil, errors.New("rpcx: can't find method " + e.ServiceMethod)
+	}
+	cd := share.Codecs[protocol.SerializeType(e.SerializeType)]
+	if cd == nil {
+		p.metrics.errCodec.Inc(1)
+		return nil, fmt.Errorf("can not find codec for %d", e.SerializeType)
+	}
+	argPtr, arg := m.newArg()
+	if err := cd.Decode(e.Payload, argPtr); err != nil {
+		p.metrics.errCodec.Inc(1)
+		return nil, err
+	}
+	argI, err := p.s.Plugins.DoPreCall(ctx, e.ServicePath, e.ServiceMethod, argPtr)
+	if err != nil {
+		return nil, err
+	}
+	if argI != argPtr {
+		// A PreCall plugin replaced the argument.
+		arg = reflect.ValueOf(argI)
+		if m.argType.Kind() != reflect.Pointer {
+			arg = arg.Elem()
+		}
+	}
+	reply := m.newReply()
+	err = p.invoke(ctx, e, m, arg, reply)
+	replyI, err1 := p.s.Plugins.DoPostCall(ctx, e.ServicePath, e.ServiceMethod, argI, reply.Interface(), err)
+	if err == nil {
+		err = err1
+	}
+	if e.Kind != codec.KindCall || replyI == nil {
+		return nil, err
+	}
+	data, encErr := cd.Encode(replyI)
+	if encErr != nil {
+		p.metrics.errCodec.Inc(1)
+		if err == nil {
+			err = encErr
+		}
+		return nil, err
+	}
+	return data, err
+}
+
+// invoke calls the method and turns a panic into an error for this entry
+// alone; the connection and the server go on.
+func (p *Plugin) invoke(ctx context.Context, e *codec.Entry, m *method, arg, reply reflect.Value) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.metrics.errPanic.Inc(1)
+			logf("rpcxbatch: %s.%s panicked: %v", e.ServicePath, e.ServiceMethod, r)
+			err = &PanicError{Service: e.ServicePath, Method: e.ServiceMethod, Value: fmt.Sprint(r)}
+		}
+	}()
+	return m.invoke(ctx, arg, reply)
+}
+
+// PanicError is the error a call gets when its handler panicked. The client
+// receives its text.
+type PanicError struct {
+	Service, Method string
+	// Value is the panic value, formatted with fmt.Sprint.
+	Value string
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("rpcxbatch: handler %s.%s panicked: %s", e.Service, e.Method, e.Value)
+}
+
+// auth applies the server's AuthFunc to one entry, as rpcx applies it to
+// one plain request: with the entry's path, method and metadata and the
+// token the caller put in its metadata.
+func (p *Plugin) auth(ctx context.Context, e *codec.Entry) error {
+	if p.s.AuthFunc == nil {
+		return nil
+	}
+	req := protocol.NewMessage()
+	req.ServicePath, req.ServiceMethod, req.Metadata = e.ServicePath, e.ServiceMethod, e.Metadata
+	req.SetSerializeType(protocol.SerializeType(e.SerializeType))
+	if err := p.s.AuthFunc(ctx, req, e.Metadata[share.AuthKey]); err != nil {
+		p.metrics.errAuth.Inc(1)
+		return err
+	}
+	return nil
+}
+
+// runSend delivers one send entry to its handler, inline, so that the
+// entries of a lane reach their handlers in order.
+func (p *Plugin) runSend(c *conn, e *codec.Entry, arrived time.Time) {
+	fn := p.sendHandler(e.ServicePath)
+	if fn == nil {
+		p.metrics.errUnknownSend.Inc(1)
+		return
+	}
+	ctx, _, cancel := entryContext(c, e, arrived)
+	defer cancel()
+	if err := p.auth(ctx, e); err != nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			p.metrics.errPanic.Inc(1)
+			logf("rpcxbatch: send handler %q panicked: %v", e.ServicePath, r)
+		}
+	}()
+	fn(ctx, e.Payload)
+}

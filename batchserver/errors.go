@@ -1,0 +1,13 @@
+package batchserver
+
+import "errors"
+
+var (
+	// ErrInvalidOption reports an option value New cannot use.
+	ErrInvalidOption = errors.New("rpcxbatch: invalid batch server option")
+	// ErrDeadlinePassed is the error an entry gets when its caller's deadline
+	// had passed before the server could start it; the entry was not run.
+	ErrDeadlinePassed = errors.New("rpcxbatch: the caller's deadline passed before the call ran; it was not executed")
+	// ErrSendHandlerExists reports a second HandleSend for the same name.
+	ErrSendHandlerExists = errors.New("rpcxbatch: a send handler is already registered under this name")
+)

@@ -1,0 +1,82 @@
+package batchserver
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+
+	metrics "github.com/rcrowley/go-metrics"
+)
+
+// Disabled, given to WithPoolSize, leaves the server plain: New registers
+// nothing, clients' handshakes get rpcx's "can't find service" and they fall
+// back to plain rpcx for this server.
+const Disabled = -1
+
+// Defaults of the server options.
+const (
+	// DefaultBatchCap is the most entries accepted in one frame and written
+	// in one reply frame.
+	DefaultBatchCap = 1000
+	// DefaultMaxFrameBytes is the largest batch frame accepted and the
+	// largest reply frame written (a single larger reply is still written
+	// alone, up to the client's own cap).
+	DefaultMaxFrameBytes = 16 << 20
+	// DefaultWriteTimeout bounds one reply-frame write; a client that does
+	// not read for this long is disconnected.
+	DefaultWriteTimeout = 10 * time.Second
+)
+
+// Options configure the plugin; set them with the With functions.
+type Options struct {
+	// PoolSize is the number of lanes each client is asked to open.
+	// 0 means runtime.GOMAXPROCS(0); Disabled leaves the server plain.
+	PoolSize int
+	// BatchCap is the entry cap per frame, both ways. Default 1000.
+	BatchCap int
+	// MaxFrameBytes is the byte cap per frame. Default 16 MiB.
+	MaxFrameBytes int
+	// WriteTimeout bounds each reply-frame write. Default 10 s.
+	WriteTimeout time.Duration
+	// Registry receives the server metrics. Default: a new registry,
+	// available from Plugin.Metrics.
+	Registry metrics.Registry
+}
+
+// Option sets one server option.
+type Option func(*Options)
+
+// WithPoolSize sets the lanes per client (0: GOMAXPROCS; Disabled: plain).
+func WithPoolSize(n int) Option { return func(o *Options) { o.PoolSize = n } }
+
+// WithBatchCap sets the entry cap per frame.
+func WithBatchCap(n int) Option { return func(o *Options) { o.BatchCap = n } }
+
+// WithMaxFrameBytes sets the byte cap per frame.
+func WithMaxFrameBytes(n int) Option { return func(o *Options) { o.MaxFrameBytes = n } }
+
+// WithWriteTimeout sets the bound on one reply-frame write.
+func WithWriteTimeout(d time.Duration) Option { return func(o *Options) { o.WriteTimeout = d } }
+
+// WithMetrics sends the server metrics to r.
+func WithMetrics(r metrics.Registry) Option { return func(o *Options) { o.Registry = r } }
+
+func buildOptions(opts []Option) (Options, error) {
+	o := Options{BatchCap: DefaultBatchCap, MaxFrameBytes: DefaultMaxFrameBytes, WriteTimeout: DefaultWriteTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	switch {
+	case o.PoolSize == 0:
+		o.PoolSize = runtime.GOMAXPROCS(0)
+	case o.PoolSize < 0 && o.PoolSize != Disabled:
+		return o, fmt.Errorf("%w: pool size %d (use a positive number, 0 for GOMAXPROCS, or Disabled)", ErrInvalidOption, o.PoolSize)
+	}
+	if o.BatchCap <= 0 || o.MaxFrameBytes <= 0 || o.WriteTimeout <= 0 {
+		return o, fmt.Errorf("%w: batch cap, byte cap and write timeout must be positive", ErrInvalidOption)
+	}
+	if o.Registry == nil {
+		o.Registry = metrics.NewRegistry()
+	}
+	return o, nil
+}

@@ -1,0 +1,193 @@
+package batchserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"sync"
+
+	metrics "github.com/rcrowley/go-metrics"
+	"github.com/smallnest/rpcx/log"
+	"github.com/smallnest/rpcx/protocol"
+	"github.com/smallnest/rpcx/server"
+
+	"github.com/rpcxbatch/rpcxbatch/codec"
+)
+
+// SendHandler receives the payload of every send entry addressed to the name
+// it was registered under. Sends from one lane (and so from one sender key)
+// are delivered one after another in the order they were sent, on the
+// connection's delivery path: a slow handler delays the later entries of that
+// lane, so hand long work to a goroutine of your own.
+type SendHandler func(ctx context.Context, payload []byte)
+
+// Plugin is the batch server plugin of one rpcx server.
+type Plugin struct {
+	s           *server.Server
+	opts        Options
+	incarnation uint64
+	services    *serviceTable
+	metrics     *serverMetrics
+
+	sendMu sync.RWMutex
+	sends  map[string]SendHandler
+
+	connMu sync.Mutex
+	conns  map[net.Conn]*conn
+}
+
+// New adds the batch plugin to s and returns it. With WithPoolSize(Disabled)
+// it adds nothing and returns a plugin that leaves s plain.
+//
+// New sets protocol.MaxMessageLength (rpcx's global cap on a message, which
+// is unlimited by default) to the frame byte cap plus headroom when it is
+// still unlimited, so that rpcx refuses a huge declared length before
+// allocating it; set it yourself before New to choose another bound.
+func New(s *server.Server, opts ...Option) (*Plugin, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	var seed [8]byte
+	if _, err := rand.Read(seed[:]); err != nil {
+		return nil, fmt.Errorf("rpcxbatch: drawing the server incarnation: %w", err)
+	}
+	p := &Plugin{
+		s:           s,
+		opts:        o,
+		incarnation: binary.LittleEndian.Uint64(seed[:]) | 1,
+		metrics:     newServerMetrics(o.Registry),
+		sends:       make(map[string]SendHandler),
+		conns:       make(map[net.Conn]*conn),
+	}
+	if o.PoolSize == Disabled {
+		return p, nil
+	}
+	if p.services, err = newServiceTable(s); err != nil {
+		return nil, err
+	}
+	if protocol.MaxMessageLength == 0 {
+		protocol.MaxMessageLength = o.MaxFrameBytes + 64<<10
+	}
+	s.AddHandler(codec.ServicePath, codec.MethodHandshake, p.handshake)
+	s.AddHandler(codec.ServicePath, codec.MethodBatch, p.batch)
+	s.Plugins.Add(p)
+	return p, nil
+}
+
+// Incarnation returns the id drawn when this plugin was created; clients see
+// it in the handshake and in every reply frame.
+func (p *Plugin) Incarnation() uint64 { return p.incarnation }
+
+// Options returns the options in force, defaults filled in.
+func (p *Plugin) Options() Options { return p.opts }
+
+// Metrics returns the registry the plugin reports to.
+func (p *Plugin) Metrics() metrics.Registry { return p.opts.Registry }
+
+// HandleSend registers fn for send entries addressed to name. Sends to a
+// name with no handler are dropped and counted in errors.unknown_send.
+func (p *Plugin) HandleSend(name string, fn SendHandler) error {
+	p.sendMu.Lock()
+	defer p.sendMu.Unlock()
+	if _, ok := p.sends[name]; ok {
+		return fmt.Errorf("%w: %q", ErrSendHandlerExists, name)
+	}
+	p.sends[name] = fn
+	return nil
+}
+
+func (p *Plugin) sendHandler(name string) SendHandler {
+	p.sendMu.RLock()
+	defer p.sendMu.RUnlock()
+	return p.sends[name]
+}
+
+// Register is rpcx's RegisterPlugin hook: rpcx calls it after it has added
+// the service to its own table, so the next batched call reads it afresh.
+func (p *Plugin) Register(name string, _ any, _ string) error {
+	p.services.forget(name)
+	return nil
+}
+
+// Unregister is rpcx's RegisterPlugin hook for removed services.
+func (p *Plugin) Unregister(name string) error {
+	p.services.forget(name)
+	return nil
+}
+
+// RegisterFunction is rpcx's RegisterFunctionPlugin hook.
+func (p *Plugin) RegisterFunction(serviceName, _ string, _ any, _ string) error {
+	p.services.forget(serviceName)
+	return nil
+}
+
+// HandleConnAccept is rpcx's PostConnAcceptPlugin hook: it prepares the
+// connection's batch state.
+func (p *Plugin) HandleConnAccept(c net.Conn) (net.Conn, bool) {
+	p.conn(c)
+	return c, true
+}
+
+// HandleConnClose is rpcx's PostConnClosePlugin hook: it drops the
+// connection's batch state.
+func (p *Plugin) HandleConnClose(c net.Conn) bool {
+	p.connMu.Lock()
+	delete(p.conns, c)
+	p.connMu.Unlock()
+	return true
+}
+
+// conn returns the batch state of c, creating it when absent (a connection
+// accepted before the plugin was added has none yet).
+func (p *Plugin) conn(c net.Conn) *conn {
+	p.connMu.Lock()
+	defer p.connMu.Unlock()
+	st := p.conns[c]
+	if st == nil {
+		st = newConn(p, c)
+		p.conns[c] = st
+	}
+	return st
+}
+
+func (p *Plugin) handshake(ctx *server.Context) error {
+	h := codec.Handshake{
+		Version:       codec.Version,
+		PoolSize:      p.opts.PoolSize,
+		BatchCap:      p.opts.BatchCap,
+		MaxFrameBytes: p.opts.MaxFrameBytes,
+		Incarnation:   p.incarnation,
+	}
+	return ctx.Write(codec.AppendHandshake(nil, &h))
+}
+
+// batch receives one batch frame. rpcx runs it in a goroutine of its own, so
+// frames of one connection may arrive here out of order; conn.deliver puts
+// them back in the order the lane wrote them.
+func (p *Plugin) batch(ctx *server.Context) error {
+	c, _ := ctx.Get(server.RemoteConnContextKey).(net.Conn)
+	if c == nil {
+		return nil
+	}
+	st := p.conn(c)
+	if len(ctx.Payload()) > p.opts.MaxFrameBytes {
+		st.fail(fmt.Errorf("%w: %d bytes, cap %d", codec.ErrFrameTooLarge, len(ctx.Payload()), p.opts.MaxFrameBytes))
+		return nil
+	}
+	seq, entries, err := codec.DecodeBatch(ctx.Payload(), p.opts.BatchCap)
+	if err != nil {
+		st.fail(err)
+		return nil
+	}
+	p.metrics.frames.Inc(1)
+	p.metrics.batchSize.Update(int64(len(entries)))
+	st.deliver(seq, entries)
+	return nil
+}
+
+// logf logs through rpcx's logger, so batch events land where the server's
+// own events do.
+func logf(format string, args ...any) { log.Warnf(format, args...) }

@@ -1,0 +1,182 @@
+package batchserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"unsafe"
+
+	"github.com/smallnest/rpcx/server"
+)
+
+// method is one callable of an rpcx service: a method on a receiver or a
+// registered function.
+type method struct {
+	fn        reflect.Value
+	rcvr      reflect.Value // invalid for functions
+	argType   reflect.Type
+	replyType reflect.Type
+}
+
+// call invokes the method with a fresh argument decoded by decode and
+// returns the reply pointer. A panic in the handler is turned into an error.
+func (m *method) newArg() (ptr any, arg reflect.Value) {
+	if m.argType.Kind() == reflect.Pointer {
+		v := reflect.New(m.argType.Elem())
+		return v.Interface(), v
+	}
+	v := reflect.New(m.argType)
+	return v.Interface(), v.Elem()
+}
+
+func (m *method) newReply() reflect.Value { return reflect.New(m.replyType.Elem()) }
+
+func (m *method) invoke(ctx context.Context, arg, reply reflect.Value) error {
+	var out []reflect.Value
+	if m.rcvr.IsValid() {
+		out = m.fn.Call([]reflect.Value{m.rcvr, reflect.ValueOf(ctx), arg, reply})
+	} else {
+		out = m.fn.Call([]reflect.Value{reflect.ValueOf(ctx), arg, reply})
+	}
+	if e, _ := out[0].Interface().(error); e != nil {
+		return e
+	}
+	return nil
+}
+
+// serviceTable mirrors rpcx's own service map. rpcx keeps its services in
+// unexported fields and offers no way to call one from outside; reading them
+// is the only way to run a batched entry exactly as rpcx would run it (same
+// method set, RegisterWithMethods filters, functions), including services
+// registered before the plugin existed. The layout read here is that of
+// rpcx v1.9.4, which go.mod pins; New fails with ErrUnsupportedRPCX if it
+// ever changes, rather than guessing.
+type serviceTable struct {
+	s  *server.Server
+	mu sync.RWMutex
+	// cache holds what was read, per service path; it is dropped by the
+	// Register and Unregister hooks so a re-registration is seen.
+	cache map[string]map[string]*method
+}
+
+// ErrUnsupportedRPCX reports an rpcx whose service table is not laid out as
+// in v1.9.4; pin github.com/smallnest/rpcx v1.9.4.
+var ErrUnsupportedRPCX = errors.New("rpcxbatch: cannot read the rpcx server's service table; this batchserver supports github.com/smallnest/rpcx v1.9.4")
+
+func newServiceTable(s *server.Server) (*serviceTable, error) {
+	t := &serviceTable{s: s, cache: make(map[string]map[string]*method)}
+	// Read every service once so a layout mismatch fails New, not a call.
+	for _, name := range s.ListServices() {
+		if _, err := t.read(name); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := t.read("\x00probe"); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// lookup returns the callable for service.method, or nil.
+func (t *serviceTable) lookup(service, name string) (m *method, serviceFound bool) {
+	t.mu.RLock()
+	methods, ok := t.cache[service]
+	t.mu.RUnlock()
+	if !ok {
+		var err error
+		if methods, err = t.read(service); err != nil || methods == nil {
+			return nil, false
+		}
+		t.mu.Lock()
+		t.cache[service] = methods
+		t.mu.Unlock()
+	}
+	return methods[name], true
+}
+
+// forget drops the cached copy of a service after rpcx changed it.
+func (t *serviceTable) forget(service string) {
+	t.mu.Lock()
+	delete(t.cache, service)
+	t.mu.Unlock()
+}
+
+// field returns a usable (not read-only) view of an unexported struct field.
+func field(v reflect.Value, name string) (reflect.Value, bool) {
+	f := v.FieldByName(name)
+	if !f.IsValid() || !f.CanAddr() {
+		return reflect.Value{}, false
+	}
+	return reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem(), true
+}
+
+// read copies one service out of rpcx's table under rpcx's own lock. It
+// returns nil, nil when the service does not exist.
+func (t *serviceTable) read(name string) (map[string]*method, error) {
+	sv := reflect.ValueOf(t.s).Elem()
+	muV, ok1 := field(sv, "serviceMapMu")
+	mapV, ok2 := field(sv, "serviceMap")
+	if !ok1 || !ok2 || muV.Type() != reflect.TypeFor[sync.RWMutex]() || mapV.Kind() != reflect.Map {
+		return nil, ErrUnsupportedRPCX
+	}
+	mu := muV.Addr().Interface().(*sync.RWMutex)
+	mu.RLock()
+	defer mu.RUnlock()
+	svc := mapV.MapIndex(reflect.ValueOf(name))
+	if !svc.IsValid() || svc.IsNil() {
+		return nil, nil
+	}
+	svc = svc.Elem()
+	rcvrV, ok1 := field(svc, "rcvr")
+	methodsV, ok2 := field(svc, "method")
+	funcsV, ok3 := field(svc, "function")
+	if !ok1 || !ok2 || !ok3 || rcvrV.Type() != reflect.TypeFor[reflect.Value]() {
+		return nil, ErrUnsupportedRPCX
+	}
+	rcvr := rcvrV.Interface().(reflect.Value)
+	out := make(map[string]*method, methodsV.Len()+funcsV.Len())
+	for it := methodsV.MapRange(); it.Next(); {
+		mt := it.Value().Elem()
+		mV, ok := field(mt, "method")
+		if !ok || mV.Type() != reflect.TypeFor[reflect.Method]() {
+			return nil, ErrUnsupportedRPCX
+		}
+		m, err := typed(mt, &method{fn: mV.Interface().(reflect.Method).Func, rcvr: rcvr})
+		if err != nil {
+			return nil, err
+		}
+		out[it.Key().String()] = m
+	}
+	for it := funcsV.MapRange(); it.Next(); {
+		ft := it.Value().Elem()
+		fV, ok := field(ft, "fn")
+		if !ok || fV.Type() != reflect.TypeFor[reflect.Value]() {
+			return nil, ErrUnsupportedRPCX
+		}
+		m, err := typed(ft, &method{fn: fV.Interface().(reflect.Value)})
+		if err != nil {
+			return nil, err
+		}
+		// rpcx looks methods up before functions; keep that precedence.
+		if _, dup := out[it.Key().String()]; !dup {
+			out[it.Key().String()] = m
+		}
+	}
+	return out, nil
+}
+
+func typed(v reflect.Value, m *method) (*method, error) {
+	a, ok1 := field(v, "ArgType")
+	r, ok2 := field(v, "ReplyType")
+	if !ok1 || !ok2 {
+		return nil, ErrUnsupportedRPCX
+	}
+	m.argType, _ = a.Interface().(reflect.Type)
+	m.replyType, _ = r.Interface().(reflect.Type)
+	if m.argType == nil || m.replyType == nil || m.replyType.Kind() != reflect.Pointer || !m.fn.IsValid() {
+		return nil, fmt.Errorf("%w (method types unreadable)", ErrUnsupportedRPCX)
+	}
+	return m, nil
+}

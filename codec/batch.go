@@ -1,0 +1,165 @@
+package codec
+
+import "fmt"
+
+// Version is the frame format version this package writes and reads.
+const Version = 1
+
+// Kind says what the server does with an entry.
+type Kind uint8
+
+const (
+	// KindCall runs a service method and sends its reply back.
+	KindCall Kind = 1
+	// KindCast runs a service method and sends nothing back.
+	KindCast Kind = 2
+	// KindSend delivers the payload, in order per lane, to a send handler
+	// the server registered by name (the entry's ServicePath).
+	KindSend Kind = 3
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindCall:
+		return "call"
+	case KindCast:
+		return "cast"
+	case KindSend:
+		return "send"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Entry is one request inside a batch frame.
+type Entry struct {
+	Kind Kind
+	// ID matches a call's reply to the call; it is unique per lane among the
+	// calls in flight. Casts and sends carry 0.
+	ID            uint64
+	ServicePath   string
+	ServiceMethod string
+	Metadata      map[string]string
+	SerializeType uint8
+	// Payload is the already-encoded argument. Decoded entries alias the
+	// frame's bytes.
+	Payload []byte
+	// TimeoutMicros is the time the caller had left when the entry was
+	// encoded: 0 means no deadline, a negative value an expired one.
+	TimeoutMicros int64
+}
+
+// AppendBatchHeader starts a batch frame of n entries with the given frame
+// sequence number; n calls to AppendEntry must follow.
+func AppendBatchHeader(dst []byte, frameSeq uint64, n int) []byte {
+	dst = appendArrayLen(dst, 3)
+	dst = appendUint(dst, Version)
+	dst = appendUint(dst, frameSeq)
+	return appendArrayLen(dst, n)
+}
+
+// AppendEntry appends one entry to a batch frame started by AppendBatchHeader.
+func AppendEntry(dst []byte, e *Entry) []byte {
+	dst = appendArrayLen(dst, 8)
+	dst = appendUint(dst, uint64(e.Kind))
+	dst = appendUint(dst, e.ID)
+	dst = appendStr(dst, e.ServicePath)
+	dst = appendStr(dst, e.ServiceMethod)
+	dst = appendStrMap(dst, e.Metadata)
+	dst = appendUint(dst, uint64(e.SerializeType))
+	dst = appendBin(dst, e.Payload)
+	return appendInt(dst, e.TimeoutMicros)
+}
+
+// EntrySize is an upper bound of the bytes AppendEntry writes for e, used to
+// account queue bytes and byte caps without encoding twice.
+func EntrySize(e *Entry) int {
+	n := 1 + 9 + 9 + (5 + len(e.ServicePath)) + (5 + len(e.ServiceMethod)) + 5 + 2 + (5 + len(e.Payload)) + 9
+	for k, v := range e.Metadata {
+		n += 10 + len(k) + len(v)
+	}
+	return n
+}
+
+// DecodeBatch decodes a batch frame. Entries alias frame's bytes, so frame
+// must not be reused while they are in use. A frame with more than
+// maxEntries entries (when maxEntries > 0) is refused with ErrTooManyEntries
+// before its entries are decoded.
+func DecodeBatch(frame []byte, maxEntries int) (frameSeq uint64, entries []Entry, err error) {
+	r := &reader{b: frame}
+	if err = r.fixed("batch frame", 3); err != nil {
+		return 0, nil, err
+	}
+	if err = checkVersion(r); err != nil {
+		return 0, nil, err
+	}
+	if frameSeq, err = r.uint("frame sequence"); err != nil {
+		return 0, nil, err
+	}
+	n, err := r.arrayLen("entry list")
+	if err != nil {
+		return 0, nil, err
+	}
+	if maxEntries > 0 && n > maxEntries {
+		return 0, nil, fmt.Errorf("%w: %d entries, cap %d", ErrTooManyEntries, n, maxEntries)
+	}
+	entries = make([]Entry, n)
+	for i := range entries {
+		if err = decodeEntry(r, &entries[i]); err != nil {
+			return 0, nil, err
+		}
+	}
+	if r.left() != 0 {
+		return 0, nil, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, r.left())
+	}
+	return frameSeq, entries, nil
+}
+
+func decodeEntry(r *reader, e *Entry) (err error) {
+	if err = r.fixed("entry", 8); err != nil {
+		return err
+	}
+	kind, err := r.uint("entry kind")
+	if err != nil {
+		return err
+	}
+	if kind < uint64(KindCall) || kind > uint64(KindSend) {
+		return fmt.Errorf("%w: unknown entry kind %d", ErrMalformed, kind)
+	}
+	e.Kind = Kind(kind)
+	if e.ID, err = r.uint("entry id"); err != nil {
+		return err
+	}
+	if e.ServicePath, err = r.str("service path"); err != nil {
+		return err
+	}
+	if e.ServiceMethod, err = r.str("service method"); err != nil {
+		return err
+	}
+	if e.Metadata, err = r.strMap("metadata"); err != nil {
+		return err
+	}
+	st, err := r.uint("serialize type")
+	if err != nil {
+		return err
+	}
+	if st > 0xff {
+		return fmt.Errorf("%w: serialize type %d", ErrMalformed, st)
+	}
+	e.SerializeType = uint8(st)
+	if e.Payload, err = r.bin("payload"); err != nil {
+		return err
+	}
+	e.TimeoutMicros, err = r.int("timeout")
+	return err
+}
+
+func checkVersion(r *reader) error {
+	v, err := r.uint("version")
+	if err != nil {
+		return err
+	}
+	if v != Version {
+		return fmt.Errorf("%w: got %d, this side speaks %d", ErrVersion, v, Version)
+	}
+	return nil
+}

@@ -1,0 +1,283 @@
+package codec
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// The functions below write and read the small msgpack subset the frames use:
+// unsigned and signed integers, strings, binaries, maps and arrays. They are
+// hand-written so the hot path does no reflection and every read is bounds
+// checked.
+
+func appendUint(b []byte, v uint64) []byte {
+	switch {
+	case v <= 0x7f:
+		return append(b, byte(v))
+	case v <= math.MaxUint8:
+		return append(b, 0xcc, byte(v))
+	case v <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(b, 0xcd), uint16(v))
+	case v <= math.MaxUint32:
+		return binary.BigEndian.AppendUint32(append(b, 0xce), uint32(v))
+	default:
+		return binary.BigEndian.AppendUint64(append(b, 0xcf), v)
+	}
+}
+
+func appendInt(b []byte, v int64) []byte {
+	if v >= 0 {
+		return appendUint(b, uint64(v))
+	}
+	if v >= -32 {
+		return append(b, byte(v))
+	}
+	return binary.BigEndian.AppendUint64(append(b, 0xd3), uint64(v))
+}
+
+func appendStr(b []byte, s string) []byte {
+	n := len(s)
+	switch {
+	case n <= 31:
+		b = append(b, 0xa0|byte(n))
+	case n <= math.MaxUint8:
+		b = append(b, 0xd9, byte(n))
+	case n <= math.MaxUint16:
+		b = binary.BigEndian.AppendUint16(append(b, 0xda), uint16(n))
+	default:
+		b = binary.BigEndian.AppendUint32(append(b, 0xdb), uint32(n))
+	}
+	return append(b, s...)
+}
+
+func appendBin(b []byte, p []byte) []byte {
+	n := len(p)
+	switch {
+	case n <= math.MaxUint8:
+		b = append(b, 0xc4, byte(n))
+	case n <= math.MaxUint16:
+		b = binary.BigEndian.AppendUint16(append(b, 0xc5), uint16(n))
+	default:
+		b = binary.BigEndian.AppendUint32(append(b, 0xc6), uint32(n))
+	}
+	return append(b, p...)
+}
+
+func appendArrayLen(b []byte, n int) []byte {
+	switch {
+	case n <= 15:
+		return append(b, 0x90|byte(n))
+	case n <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(b, 0xdc), uint16(n))
+	default:
+		return binary.BigEndian.AppendUint32(append(b, 0xdd), uint32(n))
+	}
+}
+
+func appendMapLen(b []byte, n int) []byte {
+	switch {
+	case n <= 15:
+		return append(b, 0x80|byte(n))
+	case n <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(b, 0xde), uint16(n))
+	default:
+		return binary.BigEndian.AppendUint32(append(b, 0xdf), uint32(n))
+	}
+}
+
+func appendStrMap(b []byte, m map[string]string) []byte {
+	b = appendMapLen(b, len(m))
+	for k, v := range m {
+		b = appendStr(appendStr(b, k), v)
+	}
+	return b
+}
+
+// reader decodes msgpack values from a byte slice. Every method checks the
+// bytes left before it reads or allocates, and returns ErrMalformed (wrapped
+// with what was expected and where) when they do not suffice.
+type reader struct {
+	b   []byte
+	pos int
+}
+
+func (r *reader) fail(what string) error {
+	return fmt.Errorf("%w: bad %s at byte %d of %d", ErrMalformed, what, r.pos, len(r.b))
+}
+
+func (r *reader) left() int { return len(r.b) - r.pos }
+
+func (r *reader) byte1() (byte, bool) {
+	if r.pos >= len(r.b) {
+		return 0, false
+	}
+	c := r.b[r.pos]
+	r.pos++
+	return c, true
+}
+
+// take returns the next n bytes without copying.
+func (r *reader) take(n int) ([]byte, bool) {
+	if n < 0 || n > r.left() {
+		return nil, false
+	}
+	p := r.b[r.pos : r.pos+n : r.pos+n]
+	r.pos += n
+	return p, true
+}
+
+func (r *reader) be(n int) (uint64, bool) {
+	p, ok := r.take(n)
+	if !ok {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range p {
+		v = v<<8 | uint64(c)
+	}
+	return v, true
+}
+
+func (r *reader) uint(what string) (uint64, error) {
+	c, ok := r.byte1()
+	if !ok {
+		return 0, r.fail(what)
+	}
+	var v uint64
+	switch {
+	case c <= 0x7f:
+		return uint64(c), nil
+	case c == 0xcc:
+		v, ok = r.be(1)
+	case c == 0xcd:
+		v, ok = r.be(2)
+	case c == 0xce:
+		v, ok = r.be(4)
+	case c == 0xcf:
+		v, ok = r.be(8)
+	default:
+		ok = false
+	}
+	if !ok {
+		return 0, r.fail(what)
+	}
+	return v, nil
+}
+
+func (r *reader) int(what string) (int64, error) {
+	if r.pos < len(r.b) {
+		c := r.b[r.pos]
+		switch {
+		case c >= 0xe0:
+			r.pos++
+			return int64(int8(c)), nil
+		case c == 0xd3:
+			r.pos++
+			v, ok := r.be(8)
+			if !ok {
+				return 0, r.fail(what)
+			}
+			return int64(v), nil
+		}
+	}
+	v, err := r.uint(what)
+	if err != nil {
+		return 0, err
+	}
+	if v > math.MaxInt64 {
+		return 0, r.fail(what)
+	}
+	return int64(v), nil
+}
+
+// length reads a type byte that must be one of the given family and returns
+// the declared length, checked to be at most the bytes left times perItem.
+func (r *reader) length(what string, fixBase, fixMask byte, b8, b16, b32 byte, minItem int) (int, error) {
+	c, ok := r.byte1()
+	if !ok {
+		return 0, r.fail(what)
+	}
+	var n uint64
+	switch {
+	case fixMask != 0 && c&^fixMask == fixBase:
+		n = uint64(c & fixMask)
+	case b8 != 0 && c == b8:
+		n, ok = r.be(1)
+	case c == b16:
+		n, ok = r.be(2)
+	case c == b32:
+		n, ok = r.be(4)
+	default:
+		ok = false
+	}
+	// A declared length is refused before anything is allocated for it when
+	// the rest of the frame could not possibly hold it.
+	if !ok || n > uint64(r.left()/minItem) {
+		return 0, r.fail(what)
+	}
+	return int(n), nil
+}
+
+func (r *reader) arrayLen(what string) (int, error) {
+	return r.length(what, 0x90, 0x0f, 0, 0xdc, 0xdd, 1)
+}
+
+func (r *reader) mapLen(what string) (int, error) {
+	return r.length(what, 0x80, 0x0f, 0, 0xde, 0xdf, 2)
+}
+
+func (r *reader) strBytes(what string) ([]byte, error) {
+	n, err := r.length(what, 0xa0, 0x1f, 0xd9, 0xda, 0xdb, 1)
+	if err != nil {
+		return nil, err
+	}
+	p, _ := r.take(n)
+	return p, nil
+}
+
+func (r *reader) str(what string) (string, error) {
+	p, err := r.strBytes(what)
+	return string(p), err
+}
+
+func (r *reader) bin(what string) ([]byte, error) {
+	n, err := r.length(what, 0, 0, 0xc4, 0xc5, 0xc6, 1)
+	if err != nil {
+		return nil, err
+	}
+	p, _ := r.take(n)
+	return p, nil
+}
+
+func (r *reader) strMap(what string) (map[string]string, error) {
+	n, err := r.mapLen(what)
+	if err != nil || n == 0 {
+		return nil, err
+	}
+	m := make(map[string]string, n)
+	for i := 0; i < n; i++ {
+		k, err := r.str(what)
+		if err != nil {
+			return nil, err
+		}
+		v, err := r.str(what)
+		if err != nil {
+			return nil, err
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+// fixed reads an array header that must declare exactly n elements.
+func (r *reader) fixed(what string, n int) error {
+	got, err := r.arrayLen(what)
+	if err != nil {
+		return err
+	}
+	if got != n {
+		return fmt.Errorf("%w: %s has %d fields, want %d", ErrMalformed, what, got, n)
+	}
+	return nil
+}

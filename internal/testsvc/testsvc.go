@@ -1,0 +1,101 @@
+// Package testsvc holds the small rpcx services the tests, benchmarks and
+// examples of rpcxbatch run against, and helpers to serve them on loopback.
+package testsvc
+
+import (
+	"context"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/smallnest/rpcx/server"
+)
+
+// Args is the argument of Arith's methods.
+type Args struct {
+	A, B int
+}
+
+// Reply is the result of Arith's methods.
+type Reply struct {
+	C int
+}
+
+// Arith is a test service: arithmetic, plus methods that sleep, fail and
+// panic on purpose.
+type Arith struct{}
+
+// Mul multiplies.
+func (Arith) Mul(_ context.Context, a *Args, r *Reply) error {
+	r.C = a.A * a.B
+	return nil
+}
+
+// Sleep sleeps A milliseconds or until ctx ends, then returns B.
+func (Arith) Sleep(ctx context.Context, a *Args, r *Reply) error {
+	select {
+	case <-time.After(time.Duration(a.A) * time.Millisecond):
+		r.C = a.B
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ErrRejected is what Arith.Reject returns.
+var ErrRejected = errors.New("rejected")
+
+// Reject always fails with ErrRejected.
+func (Arith) Reject(_ context.Context, _ *Args, _ *Reply) error { return ErrRejected }
+
+// Panic always panics.
+func (Arith) Panic(_ context.Context, _ *Args, _ *Reply) error { panic("boom") }
+
+// Data is the ~225-byte msgpack "data" payload of the benchmarks, as in
+// ecall's measurements: three keys of ten small integer fields each.
+type Data struct {
+	A, B, C Fields
+}
+
+// Fields are ten small integers.
+type Fields struct {
+	F0, F1, F2, F3, F4, F5, F6, F7, F8, F9 int
+}
+
+// NewData returns a Data filled from seed.
+func NewData(seed int) *Data {
+	f := func(o int) Fields {
+		s := seed + o
+		return Fields{s, s + 1, s + 2, s + 3, s + 4, s + 5, s + 6, s + 7, s + 8, s + 9}
+	}
+	return &Data{f(0), f(100), f(200)}
+}
+
+// Echo returns its argument.
+type Echo struct{}
+
+// Data echoes a Data.
+func (Echo) Data(_ context.Context, d *Data, r *Data) error {
+	*r = *d
+	return nil
+}
+
+// Bytes echoes bytes.
+func (Echo) Bytes(_ context.Context, b *[]byte, r *[]byte) error {
+	*r = *b
+	return nil
+}
+
+// Serve starts s on a random loopback port and returns its address; the
+// server is closed when stop is called.
+func Serve(s *server.Server) (addr string, stop func(), err error) {
+	go s.Serve("tcp", "127.0.0.1:0")
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Address() == nil {
+		if time.Now().After(deadline) {
+			return "", nil, errors.New("testsvc: server did not start")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return s.Address().(*net.TCPAddr).String(), func() { s.Close() }, nil
+}
