@@ -3,6 +3,7 @@ package batchclient
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 
@@ -22,6 +23,7 @@ type Client struct {
 	opts    Options
 	metrics *clientMetrics
 	rr      atomic.Uint64
+	auth    atomic.Pointer[string] // token for handshakes and frames
 
 	mu      sync.Mutex
 	peers   map[string]*peer
@@ -35,8 +37,52 @@ func New(opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{opts: o, metrics: newClientMetrics(o.Registry),
-		peers: make(map[string]*peer), stopped: make(map[string]*client.Client)}, nil
+	c := &Client{opts: o, metrics: newClientMetrics(o.Registry),
+		peers: make(map[string]*peer), stopped: make(map[string]*client.Client)}
+	c.SetAuth(o.Auth)
+	return c, nil
+}
+
+// SetAuth changes the token lanes present in handshakes and frames (the
+// per-call token travels in each call's metadata, as with rpcx). Lanes
+// already connected send it from their next frame on.
+func (c *Client) SetAuth(token string) { c.auth.Store(&token) }
+
+func (c *Client) authToken() string { return *c.auth.Load() }
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// plainClient returns a plain rpcx client to addr, for what has no batch
+// form (SendRaw).
+func (c *Client) plainClient(addr string) (*client.Client, error) {
+	p, err := c.peer(addr)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return c.stoppedPlain(addr)
+	}
+	return p.plain()
+}
+
+// laneConn returns the connection of one lane to addr, or nil.
+func (c *Client) laneConn(addr string) net.Conn {
+	c.mu.Lock()
+	p := c.peers[addr]
+	c.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.lanes) == 0 {
+		return nil
+	}
+	return p.lanes[0].conn
 }
 
 // Options returns the options in force, defaults filled in.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,6 +91,7 @@ func (l *lane) fail(err error) {
 	l.qmu.Unlock()
 	l.conn.Close()
 
+	l.c.metrics.errConn.Inc(int64(len(queued)))
 	for _, e := range queued {
 		if e.Kind == codec.KindCall {
 			if call := l.claim(e.ID); call != nil {
@@ -102,6 +104,7 @@ func (l *lane) fail(err error) {
 	pending := l.pending
 	l.pending = make(map[uint64]*pendingCall)
 	l.pmu.Unlock()
+	l.c.metrics.errConn.Inc(int64(len(pending)))
 	for _, call := range pending {
 		l.finish(call, err)
 	}
@@ -223,6 +226,7 @@ func (l *lane) take() []*entry {
 	clear(l.queue[rest:])
 	l.queue = l.queue[:rest]
 	l.qBytes -= size
+	l.c.metrics.queueDepth.Update(int64(rest))
 	if full {
 		// Wake every caller blocked on a full queue; they re-check.
 		close(l.room)
@@ -251,6 +255,11 @@ func (l *lane) writeLoop() {
 		case <-l.dead:
 			return
 		}
+		// The send that woke this goroutine made it the next to run on its
+		// P, ahead of the callers that are about to queue more. Yielding
+		// once lets them queue first, so the frame carries what is really
+		// ready; it is not a wait (no timer), and alone it returns at once.
+		runtime.Gosched()
 		for {
 			batch := l.take()
 			if len(batch) == 0 {
@@ -280,8 +289,8 @@ func (l *lane) writeFrame(buf []byte, frameSeq uint64, batch []*entry) ([]byte, 
 	h.SetSerializeType(protocol.SerializeNone)
 	h.SetSeq(frameSeq)
 	var meta map[string]string
-	if l.c.opts.Auth != "" {
-		meta = map[string]string{share.AuthKey: l.c.opts.Auth}
+	if token := l.c.authToken(); token != "" {
+		meta = map[string]string{share.AuthKey: token}
 	}
 	buf, mark := codec.StartMessage(buf, &h, codec.ServicePath, codec.MethodBatch, meta)
 	buf = codec.AppendBatchHeader(buf, frameSeq, len(batch))

@@ -228,7 +228,7 @@ func (p *peer) dial() (net.Conn, codec.Handshake, error) {
 	}
 	deadline, _ := ctx.Deadline()
 	conn.SetDeadline(deadline)
-	hs, err = handshake(conn, p.c.opts.Auth, p.c.opts.MaxFrameBytes)
+	hs, err = handshake(conn, p.c.authToken(), p.c.opts.MaxFrameBytes)
 	if err != nil {
 		conn.Close()
 		return nil, hs, err

@@ -13,3 +13,14 @@ const (
 	// MethodReply carries a reply frame from a server connection (server-pushed, oneway).
 	MethodReply = "Reply"
 )
+
+// Registry metadata keys. A server advertised through rpcxbatch's register
+// plugin wrapper carries MetaBatch=1 and its pool size in the service
+// metadata, so a client knows it is a batch peer before it connects; a
+// server advertised with MetaBatch=0 is used over plain rpcx without a probe.
+const (
+	// MetaBatch is "1" for a batch peer, "0" for a server known to be plain.
+	MetaBatch = "rpcxbatch"
+	// MetaPoolSize is the pool size the server asks clients to open.
+	MetaPoolSize = "rpcxbatch_pool"
+)

@@ -1,0 +1,112 @@
+package batchclient_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/server"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rpcxbatch/rpcxbatch/batchclient"
+	"github.com/rpcxbatch/rpcxbatch/batchserver"
+	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
+)
+
+// BenchmarkCall runs the same Echo.Data call (the ~220-byte msgpack "data"
+// payload each way) over plain rpcx and over the batch path, side by side,
+// at 1, 100, 1,000 and 10,000 concurrent goroutines, against one server
+// process-local on loopback that has the batch plugin (so both paths meet
+// the same server). It reports calls/s, and write syscalls per call on the
+// server side (counted on its connections) and the client side (the
+// process's write syscalls less the server's).
+func BenchmarkCall(b *testing.B) {
+	wc := &testsvc.WriteCounter{}
+	s := server.NewServer()
+	s.Plugins.Add(wc)
+	require.NoError(b, s.RegisterName("Echo", new(testsvc.Echo), ""))
+	_, err := batchserver.New(s)
+	require.NoError(b, err)
+	addr, stop, err := testsvc.Serve(s)
+	require.NoError(b, err)
+	defer stop()
+
+	for _, g := range []int{1, 100, 1000, 10000} {
+		for _, path := range []string{"plain", "batch"} {
+			b.Run(fmt.Sprintf("g=%d/%s", g, path), func(b *testing.B) {
+				call := dialPath(b, path, addr)
+				benchCalls(b, g, wc, call)
+			})
+		}
+	}
+}
+
+type callFunc func(ctx context.Context, args *testsvc.Data, reply *testsvc.Data) error
+
+func dialPath(b *testing.B, path, addr string) callFunc {
+	if path == "plain" {
+		pc := client.NewClient(client.DefaultOption)
+		require.NoError(b, pc.Connect("tcp", addr))
+		b.Cleanup(func() { pc.Close() })
+		return func(ctx context.Context, a, r *testsvc.Data) error { return pc.Call(ctx, "Echo", "Data", a, r) }
+	}
+	c, err := batchclient.New()
+	require.NoError(b, err)
+	b.Cleanup(func() { c.Close() })
+	waitConnected(b, c, addr)
+	return func(ctx context.Context, a, r *testsvc.Data) error { return c.Call(ctx, addr, "Echo", "Data", a, r) }
+}
+
+func benchCalls(b *testing.B, g int, wc *testsvc.WriteCounter, call callFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	args := testsvc.NewData(7)
+	// Warm up the connection, the pools and the goroutine stacks.
+	var r testsvc.Data
+	require.NoError(b, call(ctx, args, &r))
+
+	b.ReportAllocs()
+	srvW0, procW0 := wc.Writes.Load(), testsvc.ProcessWriteSyscalls()
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, g)
+	per, extra := b.N/g, b.N%g
+	for i := 0; i < g; i++ {
+		n := per
+		if i < extra {
+			n++
+		}
+		if n == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func(n int) {
+			defer wg.Done()
+			var reply testsvc.Data
+			for j := 0; j < n; j++ {
+				if err := call(ctx, args, &reply); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(n)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	srvW := wc.Writes.Load() - srvW0
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
+	b.ReportMetric(float64(srvW)/float64(b.N), "srv-writes/call")
+	if procW0 >= 0 {
+		cliW := testsvc.ProcessWriteSyscalls() - procW0 - srvW
+		b.ReportMetric(float64(cliW)/float64(b.N), "cli-writes/call")
+	}
+}

@@ -1,0 +1,311 @@
+package batchclient
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/protocol"
+
+	"github.com/rpcxbatch/rpcxbatch/codec"
+)
+
+// networkSeq numbers the rpcx network names the drop-in XClients register,
+// one per XClient (rpcx keeps its client builders in a global table).
+var networkSeq atomic.Uint64
+
+// NewXClient is the drop-in for rpcx's client.NewXClient: the same
+// arguments, plus batch options, and a value that satisfies client.XClient.
+// Call, Go, Oneshot, Broadcast, Fork and Inform keep rpcx's selection, fail
+// modes and discovery; what changes is the connection under each server:
+// a lane pool where the server runs the batch plugin, plain rpcx where it
+// does not (the handshake got rpcx's "can't find service", or the registry
+// metadata says rpcxbatch=0). Only "tcp" servers use lanes; servers on
+// other networks (quic, kcp, unix, ...) stay on plain rpcx.
+//
+// The XClient owns a Client built from opts (its SerializeType, TLSConfig
+// and the option's other fields come from option); Close closes it. Use
+// NewXClientWith to share one Client between several XClients.
+//
+// NewXClient panics when opts are invalid, as that is a programming error;
+// the error is the one New would return.
+func NewXClient(servicePath string, failMode client.FailMode, selectMode client.SelectMode, discovery client.ServiceDiscovery, option client.Option, opts ...Option) client.XClient {
+	all := append([]Option{WithRPCXOption(option), WithSerializeType(option.SerializeType)}, opts...)
+	if option.TLSConfig != nil {
+		all = append(all, WithTLS(option.TLSConfig))
+	}
+	bc, err := New(all...)
+	if err != nil {
+		panic(err)
+	}
+	xc := NewXClientWith(bc, servicePath, failMode, selectMode, discovery, option).(*xClient)
+	xc.ownsClient = true
+	return xc
+}
+
+// NewXClientWith is NewXClient over an existing Client, which the XClient
+// does not close.
+func NewXClientWith(bc *Client, servicePath string, failMode client.FailMode, selectMode client.SelectMode, discovery client.ServiceDiscovery, option client.Option) client.XClient {
+	network := fmt.Sprintf("rpcxbatch%d", networkSeq.Add(1))
+	b := &builder{bc: bc, cache: make(map[string]client.RPCClient)}
+	client.RegisterCacheClientBuilder(network, b)
+	d := newBatchDiscovery(discovery, network)
+	return &xClient{XClient: client.NewXClient(servicePath, failMode, selectMode, d, option), bc: bc, disc: d}
+}
+
+// xClient is rpcx's own XClient over a discovery that points its tcp
+// servers at this package's RPCClient.
+type xClient struct {
+	client.XClient
+	bc         *Client
+	disc       *batchDiscovery
+	ownsClient bool
+}
+
+// Auth sets the token rpcx puts in every call's metadata, and the token the
+// lanes present in their handshakes and frames.
+func (x *xClient) Auth(token string) {
+	x.XClient.Auth(token)
+	x.bc.SetAuth(token)
+}
+
+// Close closes rpcx's XClient, stops following the discovery and, when the
+// XClient made its own Client, closes it.
+func (x *xClient) Close() error {
+	err := x.XClient.Close()
+	x.disc.stopForwarding()
+	if x.ownsClient {
+		x.bc.Close()
+	}
+	return err
+}
+
+// builder is the rpcx CacheClientBuilder of one XClient's network name.
+type builder struct {
+	bc    *Client
+	mu    sync.Mutex
+	cache map[string]client.RPCClient
+}
+
+func (b *builder) SetCachedClient(c client.RPCClient, k, _, _ string) {
+	b.mu.Lock()
+	b.cache[k] = c
+	b.mu.Unlock()
+}
+
+func (b *builder) FindCachedClient(k, _, _ string) client.RPCClient {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cache[k]
+}
+
+func (b *builder) DeleteCachedClient(c client.RPCClient, k, _, _ string) {
+	b.mu.Lock()
+	if b.cache[k] == c {
+		delete(b.cache, k)
+	}
+	b.mu.Unlock()
+}
+
+func (b *builder) GenerateClient(k, _, _ string) (client.RPCClient, error) {
+	_, hostport, _ := strings.Cut(k, "@")
+	rc := &rpcClient{bc: b.bc, addr: hostport}
+	if err := b.bc.Start(hostport); err != nil {
+		return nil, err
+	}
+	return rc, nil
+}
+
+// rpcClient is the client.RPCClient rpcx's XClient sees for one server. It
+// holds no connection of its own: the Client's pool for the address does,
+// so closing it (rpcx does so after some errors) does not tear the pool
+// down; the pool reconnects by itself.
+type rpcClient struct {
+	bc     *Client
+	addr   string
+	closed atomic.Bool
+}
+
+var _ client.RPCClient = (*rpcClient)(nil)
+
+func (r *rpcClient) Connect(_, _ string) error { return r.bc.Start(r.addr) }
+
+func (r *rpcClient) Go(ctx context.Context, servicePath, serviceMethod string, args, reply any, done chan *client.Call) *client.Call {
+	if reply == nil {
+		// rpcx sends a call without a reply value as oneway (Oneshot).
+		if done == nil {
+			done = make(chan *client.Call, 1)
+		}
+		call := &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args, Done: done}
+		call.Error = r.bc.Cast(ctx, r.addr, servicePath, serviceMethod, args)
+		call.Done <- call
+		return call
+	}
+	return r.bc.Go(ctx, r.addr, servicePath, serviceMethod, args, reply, done)
+}
+
+func (r *rpcClient) Call(ctx context.Context, servicePath, serviceMethod string, args, reply any) error {
+	return r.bc.Call(ctx, r.addr, servicePath, serviceMethod, args, reply)
+}
+
+// SendRaw has no batch form; it goes over the address's plain rpcx client.
+func (r *rpcClient) SendRaw(ctx context.Context, m *protocol.Message) (map[string]string, []byte, error) {
+	pc, err := r.bc.plainClient(r.addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pc.SendRaw(ctx, m)
+}
+
+func (r *rpcClient) Close() error {
+	r.closed.Store(true)
+	return nil
+}
+
+func (r *rpcClient) RemoteAddr() string { return r.addr }
+
+// RegisterServerMessageChan is accepted and ignored: lanes carry no
+// server-pushed messages other than replies.
+func (r *rpcClient) RegisterServerMessageChan(chan<- *protocol.Message) {}
+
+// UnregisterServerMessageChan is a no-op, as RegisterServerMessageChan.
+func (r *rpcClient) UnregisterServerMessageChan() {}
+
+func (r *rpcClient) IsClosing() bool { return r.closed.Load() || r.bc.isClosed() }
+
+func (r *rpcClient) IsShutdown() bool { return r.IsClosing() }
+
+// GetConn returns one lane's connection (rpcx hands it to its
+// ClientConnected plugins), or nil when no lane is up.
+func (r *rpcClient) GetConn() net.Conn { return r.bc.laneConn(r.addr) }
+
+// batchDiscovery wraps the user's discovery: tcp servers are renamed into
+// this XClient's network so rpcx builds them with the batch builder, unless
+// their registry metadata says rpcxbatch=0.
+type batchDiscovery struct {
+	inner   client.ServiceDiscovery
+	network string
+
+	mu       sync.Mutex
+	watchers []chan []*client.KVPair
+	innerCh  chan []*client.KVPair
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func newBatchDiscovery(inner client.ServiceDiscovery, network string) *batchDiscovery {
+	return &batchDiscovery{inner: inner, network: network}
+}
+
+func (d *batchDiscovery) rewrite(pairs []*client.KVPair) []*client.KVPair {
+	out := make([]*client.KVPair, 0, len(pairs))
+	for _, p := range pairs {
+		network, hostport, found := strings.Cut(p.Key, "@")
+		if !found {
+			network, hostport = "tcp", p.Key
+		}
+		if network != "tcp" || advertisedPlain(p.Value) {
+			out = append(out, p)
+			continue
+		}
+		out = append(out, &client.KVPair{Key: d.network + "@" + hostport, Value: p.Value})
+	}
+	return out
+}
+
+func advertisedPlain(meta string) bool {
+	v, err := url.ParseQuery(meta)
+	return err == nil && v.Get(codec.MetaBatch) == "0"
+}
+
+func (d *batchDiscovery) GetServices() []*client.KVPair { return d.rewrite(d.inner.GetServices()) }
+
+// WatchService returns a channel of rewritten server lists; the first call
+// starts the goroutine that follows the inner discovery, which
+// stopForwarding ends.
+func (d *batchDiscovery) WatchService() chan []*client.KVPair {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stop == nil {
+		in := d.inner.WatchService()
+		if in == nil {
+			return nil // a static discovery: nothing to follow
+		}
+		d.innerCh, d.stop, d.done = in, make(chan struct{}), make(chan struct{})
+		go d.forward(in, d.stop, d.done)
+	}
+	ch := make(chan []*client.KVPair, 10)
+	d.watchers = append(d.watchers, ch)
+	return ch
+}
+
+func (d *batchDiscovery) forward(in chan []*client.KVPair, stop, done chan struct{}) {
+	defer close(done)
+	for {
+		select {
+		case pairs, ok := <-in:
+			if !ok {
+				return
+			}
+			pairs = d.rewrite(pairs)
+			d.mu.Lock()
+			for _, w := range d.watchers {
+				select {
+				case w <- pairs:
+				default:
+					// A watcher that is 10 lists behind reads the newest
+					// one from GetServices on its next update anyway.
+				}
+			}
+			d.mu.Unlock()
+		case <-stop:
+			return
+		}
+	}
+}
+
+// RemoveWatcher stops sending to ch; rpcx closes ch itself afterwards.
+func (d *batchDiscovery) RemoveWatcher(ch chan []*client.KVPair) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, w := range d.watchers {
+		if w == ch {
+			d.watchers = append(d.watchers[:i], d.watchers[i+1:]...)
+			return
+		}
+	}
+}
+
+func (d *batchDiscovery) stopForwarding() {
+	d.mu.Lock()
+	stop, done, in := d.stop, d.done, d.innerCh
+	d.stop, d.innerCh = nil, nil
+	d.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done
+		d.inner.RemoveWatcher(in)
+	}
+}
+
+// Clone clones the inner discovery for another service path.
+func (d *batchDiscovery) Clone(servicePath string) (client.ServiceDiscovery, error) {
+	in, err := d.inner.Clone(servicePath)
+	if err != nil {
+		return nil, err
+	}
+	return newBatchDiscovery(in, d.network), nil
+}
+
+func (d *batchDiscovery) SetFilter(f client.ServiceDiscoveryFilter) { d.inner.SetFilter(f) }
+
+// Close closes the inner discovery, as rpcx's discoveries close theirs.
+func (d *batchDiscovery) Close() {
+	d.stopForwarding()
+	d.inner.Close()
+}

@@ -1,0 +1,99 @@
+package batchclient_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/smallnest/rpcx/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rpcxbatch/rpcxbatch/batchclient"
+	"github.com/rpcxbatch/rpcxbatch/batchserver"
+	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
+)
+
+func newDropIn(t *testing.T, addrs ...string) client.XClient {
+	t.Helper()
+	var pairs []*client.KVPair
+	for _, a := range addrs {
+		pairs = append(pairs, &client.KVPair{Key: "tcp@" + a})
+	}
+	d, err := client.NewMultipleServersDiscovery(pairs)
+	require.NoError(t, err)
+	xc := batchclient.NewXClient("Arith", client.Failtry, client.RoundRobin, d, client.DefaultOption)
+	t.Cleanup(func() { xc.Close() })
+	return xc
+}
+
+// The drop-in against a plain rpcx v1.9.4 server: correct replies over the
+// plain path.
+func TestDropInFallsBackToPlainRPCX(t *testing.T) {
+	addr, _ := startServer(t, true)
+	xc := newDropIn(t, addr)
+	for i := 0; i < 50; i++ {
+		var r testsvc.Reply
+		require.NoError(t, xc.Call(ctxT(t, 5*time.Second), "Mul", &testsvc.Args{A: i, B: 2}, &r))
+		assert.Equal(t, 2*i, r.C)
+	}
+}
+
+func TestDropInMixedPeers(t *testing.T) {
+	batchAddr, p := startServer(t, false)
+	plainAddr, _ := startServer(t, true)
+	xc := newDropIn(t, batchAddr, plainAddr)
+	ctx := ctxT(t, 10*time.Second)
+
+	for i := 0; i < 20; i++ {
+		var r testsvc.Reply
+		require.NoError(t, xc.Call(ctx, "Mul", &testsvc.Args{A: i, B: 3}, &r))
+		assert.Equal(t, 3*i, r.C)
+	}
+	// RoundRobin over two servers: half the calls went through the batch
+	// plugin.
+	assert.Equal(t, int64(10), counter(p, "rpcxbatch.server.calls"))
+
+	call, err := xc.Go(ctx, "Mul", &testsvc.Args{A: 4, B: 5}, &testsvc.Reply{}, nil)
+	require.NoError(t, err)
+	<-call.Done
+	require.NoError(t, call.Error)
+	assert.Equal(t, 20, call.Reply.(*testsvc.Reply).C)
+
+	var r testsvc.Reply
+	require.NoError(t, xc.Broadcast(ctx, "Mul", &testsvc.Args{A: 7, B: 6}, &r))
+	assert.Equal(t, 42, r.C)
+	r = testsvc.Reply{}
+	require.NoError(t, xc.Fork(ctx, "Mul", &testsvc.Args{A: 7, B: 7}, &r))
+	assert.Equal(t, 49, r.C)
+	// rpcx v1.9.4's Inform returns an empty *MultiError even when every
+	// server succeeded (plain rpcx does the same); the receipts tell.
+	receipts, _ := xc.Inform(ctx, "Mul", &testsvc.Args{A: 2, B: 2}, &testsvc.Reply{})
+	require.Len(t, receipts, 2)
+	for _, rc := range receipts {
+		assert.Equal(t, 4, rc.Reply.(*testsvc.Reply).C, rc.Address)
+	}
+
+	before := counter(p, "rpcxbatch.server.casts")
+	for i := 0; i < 10; i++ {
+		require.NoError(t, xc.Oneshot(ctx, "Mul", &testsvc.Args{A: 1, B: 1}))
+	}
+	require.Eventually(t, func() bool { return counter(p, "rpcxbatch.server.casts") == before+5 },
+		5*time.Second, 10*time.Millisecond, "oneshots on the batch peer run as casts")
+}
+
+func TestDropInOneshotWithoutReply(t *testing.T) {
+	addr, p := startServer(t, false)
+	xc := newDropIn(t, addr)
+	require.NoError(t, xc.Oneshot(context.Background(), "Mul", &testsvc.Args{A: 1, B: 1}))
+	require.Eventually(t, func() bool { return counter(p, "rpcxbatch.server.casts") == 1 },
+		5*time.Second, 10*time.Millisecond)
+}
+
+func counter(p *batchserver.Plugin, name string) int64 {
+	c, _ := p.Metrics().Get(name).(interface{ Count() int64 })
+	if c == nil {
+		return -1
+	}
+	return c.Count()
+}
