@@ -291,6 +291,12 @@ func (p *peer) pick(ctx context.Context, key string, hasKey bool) (*lane, *clien
 			return nil, pc, err
 		case stateDown:
 			p.c.metrics.errDown.Inc(1)
+			var se client.ServiceError
+			if errors.As(err, &se) {
+				// The server answered and refused (its AuthFunc): the
+				// caller gets the refusal as plain rpcx would give it.
+				return nil, nil, err
+			}
 			return nil, nil, fmt.Errorf("%w: %s: %w", ErrPeerDown, p.addr, err)
 		case stateStopped:
 			return nil, nil, ErrStopped

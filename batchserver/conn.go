@@ -12,8 +12,10 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/codec"
 )
 
-// maxHeldFrames bounds the frames one connection may have waiting for an
-// earlier frame; a peer that runs further ahead is not a rpcxbatch lane.
+// maxHeldFrames bounds the frames one connection may hold while the frame
+// before them is missing; a peer that runs that far ahead of itself is not
+// an rpcxbatch lane. Frames held only because delivery is busy (a slow send
+// handler) are in sequence and never count against it.
 const maxHeldFrames = 4096
 
 // conn is the batch state of one client connection: it puts frames back in
@@ -54,9 +56,12 @@ func (c *conn) fail(err error) {
 // deliver runs the entries of frame seq once every earlier frame has run.
 func (c *conn) deliver(seq uint64, entries []codec.Entry) {
 	c.orderMu.Lock()
-	if seq < c.nextSeq || c.held[seq] != nil || len(c.held) >= maxHeldFrames {
+	_, gap := c.held[c.nextSeq]
+	gap = !gap && seq != c.nextSeq
+	if seq < c.nextSeq || c.held[seq] != nil || (gap && len(c.held) >= maxHeldFrames) {
+		err := fmt.Errorf("%w: frame %d out of sequence (next is %d, %d held)", codec.ErrMalformed, seq, c.nextSeq, len(c.held))
 		c.orderMu.Unlock()
-		c.fail(fmt.Errorf("%w: frame %d out of sequence (next is %d, %d held)", codec.ErrMalformed, seq, c.nextSeq, len(c.held)))
+		c.fail(err)
 		return
 	}
 	if entries == nil {

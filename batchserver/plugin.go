@@ -154,6 +154,9 @@ func (p *Plugin) conn(c net.Conn) *conn {
 }
 
 func (p *Plugin) handshake(ctx *server.Context) error {
+	if c, _ := ctx.Get(server.RemoteConnContextKey).(net.Conn); c != nil {
+		p.conn(c) // a connection accepted before the plugin was added
+	}
 	h := codec.Handshake{
 		Version:       codec.Version,
 		PoolSize:      p.opts.PoolSize,
@@ -172,7 +175,16 @@ func (p *Plugin) batch(ctx *server.Context) error {
 	if c == nil {
 		return nil
 	}
-	st := p.conn(c)
+	// Look up, never create: state made here for a frame that rpcx handed
+	// over after the connection closed would never be removed. A lane
+	// always handshakes first, which creates the state.
+	p.connMu.Lock()
+	st := p.conns[c]
+	p.connMu.Unlock()
+	if st == nil {
+		c.Close()
+		return nil
+	}
 	if len(ctx.Payload()) > p.opts.MaxFrameBytes {
 		st.fail(fmt.Errorf("%w: %d bytes, cap %d", codec.ErrFrameTooLarge, len(ctx.Payload()), p.opts.MaxFrameBytes))
 		return nil
