@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"net"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/smallnest/rpcx/share"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
+	"github.com/rpcxbatch/rpcxbatch/internal/settle"
 )
 
 // entry is one queued request: the wire entry plus what the writer needs to
@@ -36,6 +36,7 @@ type lane struct {
 	batchCap, frameBytes int
 
 	qmu     sync.Mutex
+	qLen    atomic.Int32 // len(queue), readable without qmu
 	queue   []*entry
 	spare   []*entry
 	qBytes  int
@@ -190,6 +191,7 @@ func (l *lane) enqueue(e *entry, done <-chan struct{}, ctxErr func() error) erro
 		l.qmu.Lock()
 	}
 	l.queue = append(l.queue, e)
+	l.qLen.Store(int32(len(l.queue)))
 	l.qBytes += e.size
 	first := len(l.queue) == 1
 	l.qmu.Unlock()
@@ -201,6 +203,8 @@ func (l *lane) enqueue(e *entry, done <-chan struct{}, ctxErr func() error) erro
 	}
 	return nil
 }
+
+func (l *lane) queued() int { return int(l.qLen.Load()) }
 
 // take removes from the queue what fits one frame: at least one entry, at
 // most batchCap, within frameBytes.
@@ -225,6 +229,7 @@ func (l *lane) take() []*entry {
 	rest := copy(l.queue, l.queue[n:])
 	clear(l.queue[rest:])
 	l.queue = l.queue[:rest]
+	l.qLen.Store(int32(rest))
 	l.qBytes -= size
 	l.c.metrics.queueDepth.Update(int64(rest))
 	if full {
@@ -255,11 +260,7 @@ func (l *lane) writeLoop() {
 		case <-l.dead:
 			return
 		}
-		// The send that woke this goroutine made it the next to run on its
-		// P, ahead of the callers that are about to queue more. Yielding
-		// once lets them queue first, so the frame carries what is really
-		// ready; it is not a wait (no timer), and alone it returns at once.
-		runtime.Gosched()
+		settle.Settle(l.queued, l.batchCap)
 		for {
 			batch := l.take()
 			if len(batch) == 0 {

@@ -3,13 +3,14 @@ package batchserver
 import (
 	"fmt"
 	"net"
-	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/smallnest/rpcx/protocol"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
+	"github.com/rpcxbatch/rpcxbatch/internal/settle"
 )
 
 // maxHeldFrames bounds the frames one connection may hold while the frame
@@ -35,6 +36,7 @@ type conn struct {
 	// started when the first reply is queued and exits when the queue is
 	// empty, so an idle or closed connection holds no goroutine.
 	replyMu sync.Mutex
+	nReply  atomic.Int32 // len(replies), readable without replyMu
 	replies []codec.Reply
 	spare   []codec.Reply
 	writing bool
@@ -109,6 +111,8 @@ func (c *conn) run(entries []codec.Entry) {
 	}
 }
 
+func (c *conn) queuedReplies() int { return int(c.nReply.Load()) }
+
 // queueReply hands a reply to the connection's writer.
 func (c *conn) queueReply(rp codec.Reply) {
 	c.replyMu.Lock()
@@ -117,6 +121,7 @@ func (c *conn) queueReply(rp codec.Reply) {
 		return
 	}
 	c.replies = append(c.replies, rp)
+	c.nReply.Store(int32(len(c.replies)))
 	start := !c.writing
 	c.writing = true
 	c.replyMu.Unlock()
@@ -130,10 +135,9 @@ func (c *conn) queueReply(rp codec.Reply) {
 // until nothing is left; it never waits for more replies to arrive.
 func (c *conn) writeReplies() {
 	for {
-		// Freshly started or woken, this goroutine runs ahead of the call
-		// goroutines of the same frame that are about to reply; yielding
-		// once lets them queue first. Not a wait: alone it returns at once.
-		runtime.Gosched()
+		// Freshly started, this goroutine runs ahead of the call goroutines
+		// of the same frame that are about to reply: let them queue first.
+		settle.Settle(c.queuedReplies, c.p.opts.BatchCap)
 		c.replyMu.Lock()
 		batch := c.replies
 		if len(batch) == 0 {
@@ -142,6 +146,7 @@ func (c *conn) writeReplies() {
 			return
 		}
 		c.replies, c.spare = c.spare[:0], nil
+		c.nReply.Store(0)
 		c.replyMu.Unlock()
 
 		taken := batch

@@ -28,7 +28,7 @@ func entryContext(c *conn, e *codec.Entry, arrived time.Time) (*share.Context, m
 	ctx.SetValue(share.ResMetaDataKey, resMeta)
 	cancel := context.CancelFunc(func() {})
 	if e.TimeoutMicros > 0 {
-		ctx.Context, cancel = context.WithDeadline(ctx.Context, arrived.Add(time.Duration(e.TimeoutMicros)*time.Microsecond))
+		ctx.Context, cancel = withDeadline(ctx.Context, arrived.Add(time.Duration(e.TimeoutMicros)*time.Microsecond))
 	}
 	return ctx, resMeta, cancel
 }

@@ -5,6 +5,13 @@ import "fmt"
 // Version is the frame format version this package writes and reads.
 const Version = 1
 
+// The smallest encodings of an entry (array header, one byte per integer
+// field, empty strings, map and bin) and of a reply.
+const (
+	minEntryBytes = 10
+	minReplyBytes = 7
+)
+
 // Kind says what the server does with an entry.
 type Kind uint8
 
@@ -98,6 +105,11 @@ func DecodeBatch(frame []byte, maxEntries int) (frameSeq uint64, entries []Entry
 	n, err := r.arrayLen("entry list")
 	if err != nil {
 		return 0, nil, err
+	}
+	// An encoded entry takes at least minEntryBytes: refuse a count the rest
+	// of the frame cannot hold before allocating the entries.
+	if n > r.left()/minEntryBytes {
+		return 0, nil, fmt.Errorf("%w: %d entries cannot fit in %d bytes", ErrMalformed, n, r.left())
 	}
 	if maxEntries > 0 && n > maxEntries {
 		return 0, nil, fmt.Errorf("%w: %d entries, cap %d", ErrTooManyEntries, n, maxEntries)

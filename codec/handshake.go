@@ -32,21 +32,31 @@ func AppendHandshake(dst []byte, h *Handshake) []byte {
 func DecodeHandshake(b []byte) (Handshake, error) {
 	var h Handshake
 	r := &reader{b: b}
-	if err := r.fixed("handshake", 5); err != nil {
+	n, err := r.arrayLen("handshake")
+	if err != nil {
 		return h, err
 	}
-	fields := []*uint64{&h.Version, nil, nil, nil, &h.Incarnation}
-	var ints [3]uint64
-	fields[1], fields[2], fields[3] = &ints[0], &ints[1], &ints[2]
-	for _, f := range fields {
-		v, err := r.uint("handshake field")
-		if err != nil {
+	// The version comes first and is checked before the field count, so a
+	// newer server with more fields is reported as a version mismatch.
+	if n > 0 {
+		if h.Version, err = r.uint("handshake version"); err != nil {
 			return h, err
 		}
-		*f = v
+		if h.Version != Version {
+			return h, fmt.Errorf("%w: server speaks %d, this client %d", ErrVersion, h.Version, Version)
+		}
 	}
-	if h.Version != Version {
-		return h, fmt.Errorf("%w: server speaks %d, this client %d", ErrVersion, h.Version, Version)
+	if n != 5 {
+		return h, fmt.Errorf("%w: handshake has %d fields, want 5", ErrMalformed, n)
+	}
+	var ints [3]uint64
+	for i := range ints {
+		if ints[i], err = r.uint("handshake field"); err != nil {
+			return h, err
+		}
+	}
+	if h.Incarnation, err = r.uint("incarnation"); err != nil {
+		return h, err
 	}
 	if r.left() != 0 {
 		return h, fmt.Errorf("%w: %d trailing bytes after the handshake", ErrMalformed, r.left())

@@ -69,6 +69,9 @@ func DecodeReplies(frame []byte, maxEntries int, dst []Reply) (incarnation uint6
 	if err != nil {
 		return 0, nil, err
 	}
+	if n > r.left()/minReplyBytes {
+		return 0, nil, fmt.Errorf("%w: %d replies cannot fit in %d bytes", ErrMalformed, n, r.left())
+	}
 	if maxEntries > 0 && n > maxEntries {
 		return 0, nil, fmt.Errorf("%w: %d replies, cap %d", ErrTooManyEntries, n, maxEntries)
 	}

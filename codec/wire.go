@@ -1,9 +1,12 @@
 package codec
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/smallnest/rpcx/protocol"
 )
@@ -95,11 +98,11 @@ func ReadMessage(r io.Reader, maxBytes int, buf []byte) (Message, []byte, error)
 		}
 		return msg, buf, err
 	}
-	err := parseBody(&msg, body)
+	err := parseBody(&msg, body, maxBytes)
 	return msg, buf, err
 }
 
-func parseBody(msg *Message, body []byte) error {
+func parseBody(msg *Message, body []byte, maxBytes int) error {
 	next := func(what string) ([]byte, error) {
 		if len(body) < 4 {
 			return nil, fmt.Errorf("%w: message %s length missing", ErrMalformed, what)
@@ -135,15 +138,48 @@ func parseBody(msg *Message, body []byte) error {
 		}
 	}
 	if ct := msg.Header.CompressType(); ct != protocol.None {
-		c := protocol.Compressors[ct]
-		if c == nil {
-			return fmt.Errorf("%w: unknown compression %d", ErrMalformed, ct)
-		}
-		if msg.Payload, err = c.Unzip(msg.Payload); err != nil {
-			return fmt.Errorf("%w: %v", ErrMalformed, err)
+		if msg.Payload, err = unzip(ct, msg.Payload, maxBytes); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// unzip decompresses a payload, refusing one that expands beyond maxBytes:
+// the byte cap holds for what a message unpacks to, not only for what it
+// weighs on the wire. Gzip is read through a limit; another registered
+// compressor is checked after it ran.
+func unzip(ct protocol.CompressType, p []byte, maxBytes int) ([]byte, error) {
+	if ct == protocol.Gzip {
+		zr, err := gzip.NewReader(bytes.NewReader(p))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+		limit := int64(maxBytes)
+		if limit < math.MaxInt64 {
+			limit++ // one byte over the cap tells "too large" from "exactly the cap"
+		}
+		out, err := io.ReadAll(io.LimitReader(zr, limit))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+		if len(out) > maxBytes {
+			return nil, fmt.Errorf("%w: payload unpacks to more than %d bytes", ErrFrameTooLarge, maxBytes)
+		}
+		return out, nil
+	}
+	c := protocol.Compressors[ct]
+	if c == nil {
+		return nil, fmt.Errorf("%w: unknown compression %d", ErrMalformed, ct)
+	}
+	out, err := c.Unzip(p)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if len(out) > maxBytes {
+		return nil, fmt.Errorf("%w: payload unpacks to more than %d bytes", ErrFrameTooLarge, maxBytes)
+	}
+	return out, nil
 }
 
 func parseMeta(b []byte) (map[string]string, error) {

@@ -1,0 +1,178 @@
+package codec
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// roundTripBatch encodes entries, decodes them, checks they came back equal
+// and that EntrySize bounds every encoded entry, and returns the frame.
+func roundTripBatch(t *testing.T, frameSeq uint64, entries []Entry) []byte {
+	t.Helper()
+	frame := AppendBatchHeader(nil, frameSeq, len(entries))
+	for i := range entries {
+		before := len(frame)
+		frame = AppendEntry(frame, &entries[i])
+		require.LessOrEqual(t, len(frame)-before, EntrySize(&entries[i]), "EntrySize must bound entry %d", i)
+	}
+	gotSeq, got, err := DecodeBatch(frame, 0)
+	require.NoError(t, err)
+	assert.Equal(t, frameSeq, gotSeq)
+	requireEntriesEqual(t, entries, got)
+	for i := range got {
+		require.True(t, aliases(frame, got[i].Payload), "entry %d payload must alias the frame", i)
+	}
+	return frame
+}
+
+func TestBatchRoundTripSample(t *testing.T) {
+	entries := make([]Entry, 20)
+	for i := range entries {
+		entries[i] = sampleEntry(i)
+	}
+	frame := roundTripBatch(t, 42, entries)
+	// The builder helper and the step-by-step appends write the same bytes.
+	assert.Equal(t, len(encodeBatch(42, entries)), len(frame))
+}
+
+func TestBatchRoundTripStringLengths(t *testing.T) {
+	for _, n := range strLens {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			e := sampleEntry(0)
+			e.ServicePath = str("path", n)
+			e.ServiceMethod = str("method", n)
+			e.Metadata = map[string]string{str("key", n): str("value", n)}
+			roundTripBatch(t, 1, []Entry{e, sampleEntry(1)})
+		})
+	}
+}
+
+func TestBatchRoundTripPayloadLengths(t *testing.T) {
+	for _, n := range payloadLens {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			e := sampleEntry(1)
+			e.Payload = pattern(n)
+			// A following entry proves the payload length was honoured.
+			roundTripBatch(t, 1, []Entry{e, sampleEntry(2)})
+		})
+	}
+}
+
+func TestBatchRoundTripEntryCounts(t *testing.T) {
+	for _, n := range countLens {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			// Cheap entries: about a dozen bytes each.
+			entries := make([]Entry, n)
+			for i := range entries {
+				entries[i] = Entry{Kind: KindCast, ID: uint64(i), TimeoutMicros: -int64(i % 40)}
+			}
+			roundTripBatch(t, uint64(n), entries)
+		})
+	}
+}
+
+func TestBatchRoundTripIntegers(t *testing.T) {
+	for _, v := range uintValues {
+		t.Run(fmt.Sprint(v), func(t *testing.T) {
+			e := sampleEntry(0)
+			e.ID = v
+			roundTripBatch(t, v, []Entry{e, sampleEntry(3)})
+		})
+	}
+}
+
+func TestBatchRoundTripTimeouts(t *testing.T) {
+	for _, v := range intValues {
+		t.Run(fmt.Sprint(v), func(t *testing.T) {
+			e := sampleEntry(0)
+			e.TimeoutMicros = v
+			roundTripBatch(t, 7, []Entry{e, sampleEntry(1)})
+		})
+	}
+}
+
+func TestBatchRoundTripKindsAndSerializeTypes(t *testing.T) {
+	for _, k := range []Kind{KindCall, KindCast, KindSend} {
+		for _, st := range []uint8{0, 1, 127, 128, 255} {
+			e := sampleEntry(0)
+			e.Kind, e.SerializeType = k, st
+			roundTripBatch(t, 1, []Entry{e})
+		}
+	}
+}
+
+func TestBatchRoundTripMetadata(t *testing.T) {
+	many := func(n int) map[string]string {
+		m := make(map[string]string, n)
+		for i := 0; i < n; i++ {
+			m[fmt.Sprintf("k%d", i)] = fmt.Sprintf("v%d", i)
+		}
+		return m
+	}
+	cases := map[string]map[string]string{
+		"nil":         nil,
+		"empty":       {},
+		"one":         {"a": "b"},
+		"empty-kv":    {"": ""},
+		"fixmap-max":  many(15),
+		"map16-min":   many(16),
+		"map16-large": many(1000),
+	}
+	for name, m := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := sampleEntry(1)
+			e.Metadata = m
+			frame := roundTripBatch(t, 1, []Entry{e})
+			_, got, err := DecodeBatch(frame, 0)
+			require.NoError(t, err)
+			require.Len(t, got[0].Metadata, len(m))
+			for k, v := range m {
+				assert.Equal(t, v, got[0].Metadata[k], "key %q", k)
+			}
+		})
+	}
+}
+
+// AppendBatchHeader appends: a frame written after other bytes in the same
+// buffer is the suffix.
+func TestBatchAppendsToPrefix(t *testing.T) {
+	prefix := []byte("prefix bytes")
+	entries := []Entry{sampleEntry(0), sampleEntry(1)}
+	b := AppendBatchHeader(append([]byte(nil), prefix...), 9, len(entries))
+	for i := range entries {
+		b = AppendEntry(b, &entries[i])
+	}
+	require.Equal(t, prefix, b[:len(prefix)])
+	require.Equal(t, encodeBatch(9, entries)[:4], b[len(prefix):len(prefix)+4])
+	seq, got, err := DecodeBatch(b[len(prefix):], 0)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(9), seq)
+	requireEntriesEqual(t, entries, got)
+}
+
+func TestBatchMaxEntries(t *testing.T) {
+	entries := []Entry{sampleEntry(0), sampleEntry(1), sampleEntry(2), sampleEntry(3), sampleEntry(4)}
+	frame := encodeBatch(1, entries)
+	for _, max := range []int{0, -1, 5, 6, math.MaxInt} {
+		_, got, err := DecodeBatch(frame, max)
+		require.NoError(t, err, "maxEntries %d", max)
+		require.Len(t, got, 5)
+	}
+	for _, max := range []int{1, 4} {
+		_, got, err := DecodeBatch(frame, max)
+		require.ErrorIs(t, err, ErrTooManyEntries, "maxEntries %d", max)
+		require.Nil(t, got)
+	}
+}
+
+func TestKindString(t *testing.T) {
+	assert.Equal(t, "call", KindCall.String())
+	assert.Equal(t, "cast", KindCast.String())
+	assert.Equal(t, "send", KindSend.String())
+	assert.Equal(t, "kind(0)", Kind(0).String())
+	assert.Equal(t, "kind(255)", Kind(255).String())
+}
