@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	metrics "github.com/rcrowley/go-metrics"
 	"github.com/smallnest/rpcx/client"
@@ -353,29 +354,65 @@ func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod stri
 	if pc != nil {
 		return pc.Call(ctx, servicePath, serviceMethod, args, reply)
 	}
-	call := &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args, Reply: reply,
-		Done: make(chan *client.Call, 1)}
-	id, err := c.submit(ctx, l, codec.KindCall, &pendingCall{call: call})
+	sc := getSyncCall()
+	call := &sc.call
+	call.ServicePath, call.ServiceMethod, call.Args, call.Reply = servicePath, serviceMethod, args, reply
+	id, err := c.submit(ctx, l, codec.KindCall, &sc.pending)
 	if err != nil {
+		// Not pooled: a lane that failed meanwhile may have completed it.
 		return err
 	}
 	select {
 	case <-call.Done:
-		if call.Error != nil && ctx.Err() != nil {
-			// The server gave up at the same deadline; report it as the
-			// caller's context error, as for a reply that never came.
-			return ctx.Err()
+		err = call.Error
+		if deadline, ok := ctx.Deadline(); err != nil && (ctx.Err() != nil || ok && !time.Now().Before(deadline)) {
+			// The server gave up at the same deadline, maybe a moment before
+			// the caller's own timer fired: report the caller's deadline,
+			// as for a reply that never came.
+			err = context.DeadlineExceeded
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
 		}
-		return call.Error
 	case <-ctx.Done():
 		if l.claim(id) != nil {
 			c.metrics.errTimeout.Inc(1)
-			return ctx.Err()
+			err = ctx.Err()
+			break
 		}
 		// The reply is being delivered right now: take it.
 		<-call.Done
-		return call.Error
+		err = call.Error
 	}
+	// Whoever completed the call claimed it first, so nothing refers to it.
+	putSyncCall(sc)
+	return err
+}
+
+// syncCall is what Call needs per call, pooled: Call owns it from submit
+// until it has received from Done.
+type syncCall struct {
+	call    client.Call
+	pending pendingCall
+	done    chan *client.Call
+}
+
+var syncCallPool = sync.Pool{New: func() any {
+	sc := &syncCall{done: make(chan *client.Call, 1)}
+	return sc
+}}
+
+func getSyncCall() *syncCall {
+	sc := syncCallPool.Get().(*syncCall)
+	sc.call.Done = sc.done
+	sc.pending.call = &sc.call
+	return sc
+}
+
+func putSyncCall(sc *syncCall) {
+	sc.call = client.Call{}
+	sc.pending = pendingCall{}
+	syncCallPool.Put(sc)
 }
 
 // Cast runs servicePath.serviceMethod at addr without waiting for, or

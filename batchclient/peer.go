@@ -135,40 +135,41 @@ func (p *peer) run() {
 		backoff = p.c.opts.ReconnectMin
 		p.setState(stateBatch, lanes, nil)
 
-		stopped := p.watch(lanes)
+		dead := p.watch(lanes)
 		// One lane down means the pool is suspect (a restart, a freeze): a
-		// new pool is built against whatever incarnation answers next.
-		why := fmt.Errorf("%w: another lane of this peer failed", ErrConnection)
-		if stopped {
-			why = ErrStopped
+		// new pool is built against whatever incarnation answers next. The
+		// other lanes' calls fail with the dead lane's cause.
+		why := error(ErrStopped)
+		if dead != nil {
+			why = dead.deadErr
 		}
 		p.setState(stateConnecting, nil, nil)
 		for _, l := range lanes {
 			l.close(why)
 		}
-		if stopped {
+		if dead == nil {
 			p.setState(stateStopped, nil, ErrStopped)
 			return
 		}
 	}
 }
 
-// watch waits until a lane of the pool has failed (true) or Stop (false).
-// Notices left over from lanes of an earlier pool are recognised and
-// skipped: only a dead lane of this pool counts.
-func (p *peer) watch(lanes []*lane) (stopped bool) {
+// watch waits until a lane of the pool has failed, and returns it, or for
+// Stop (nil). Notices left over from lanes of an earlier pool are
+// recognised and skipped: only a dead lane of this pool counts.
+func (p *peer) watch(lanes []*lane) *lane {
 	for {
 		select {
 		case <-p.laneDown:
 			for _, l := range lanes {
 				select {
 				case <-l.dead:
-					return false
+					return l
 				default:
 				}
 			}
 		case <-p.stop:
-			return true
+			return nil
 		}
 	}
 }

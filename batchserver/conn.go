@@ -100,10 +100,10 @@ func (c *conn) run(entries []codec.Entry) {
 		switch e.Kind {
 		case codec.KindCall:
 			c.p.metrics.calls.Inc(1)
-			go c.p.runCall(c, e, arrived)
+			c.p.workers.run(func() { c.p.runCall(c, e, arrived) })
 		case codec.KindCast:
 			c.p.metrics.casts.Inc(1)
-			go c.p.runCall(c, e, arrived)
+			c.p.workers.run(func() { c.p.runCall(c, e, arrived) })
 		case codec.KindSend:
 			c.p.metrics.sends.Inc(1)
 			c.p.runSend(c, e, arrived)

@@ -36,6 +36,8 @@ type Plugin struct {
 
 	connMu sync.Mutex
 	conns  map[net.Conn]*conn
+
+	workers workers
 }
 
 // New adds the batch plugin to s and returns it. With WithPoolSize(Disabled)
@@ -71,6 +73,7 @@ func New(s *server.Server, opts ...Option) (*Plugin, error) {
 	if protocol.MaxMessageLength == 0 {
 		protocol.MaxMessageLength = o.MaxFrameBytes + 64<<10
 	}
+	s.RegisterOnShutdown(func(*server.Server) { p.Close() })
 	s.AddHandler(codec.ServicePath, codec.MethodHandshake, p.handshake)
 	s.AddHandler(codec.ServicePath, codec.MethodBatch, p.batch)
 	s.Plugins.Add(p)
@@ -136,8 +139,20 @@ func (p *Plugin) HandleConnAccept(c net.Conn) (net.Conn, bool) {
 func (p *Plugin) HandleConnClose(c net.Conn) bool {
 	p.connMu.Lock()
 	delete(p.conns, c)
+	last := len(p.conns) == 0
 	p.connMu.Unlock()
+	if last {
+		p.workers.release(false)
+	}
 	return true
+}
+
+// Close releases the goroutines the plugin keeps parked for reuse; entries
+// still running finish. rpcx's Shutdown calls it; call it after
+// Server.Close when the process goes on without the server.
+func (p *Plugin) Close() error {
+	p.workers.release(true)
+	return nil
 }
 
 // conn returns the batch state of c, creating it when absent (a connection
