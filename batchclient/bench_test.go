@@ -20,9 +20,9 @@ import (
 // payload each way) over plain rpcx and over the batch path, side by side,
 // at 1, 100, 1,000 and 10,000 concurrent goroutines, against one server
 // process-local on loopback that has the batch plugin (so both paths meet
-// the same server). It reports calls/s, and write syscalls per call on the
-// server side (counted on its connections) and the client side (the
-// process's write syscalls less the server's).
+// the same server). It reports calls/s, CPU µs per call (both sides), and
+// write syscalls per call on the server side (counted on its connections)
+// and the client side (the process's write syscalls less the server's).
 func BenchmarkCall(b *testing.B) {
 	wc := &testsvc.WriteCounter{}
 	s := server.NewServer()
@@ -69,7 +69,7 @@ func benchCalls(b *testing.B, g int, wc *testsvc.WriteCounter, call callFunc) {
 	require.NoError(b, call(ctx, args, &r))
 
 	b.ReportAllocs()
-	srvW0, procW0 := wc.Writes.Load(), testsvc.ProcessWriteSyscalls()
+	srvW0, procW0, cpu0 := wc.Writes.Load(), testsvc.ProcessWriteSyscalls(), testsvc.ProcessCPU()
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -104,6 +104,9 @@ func benchCalls(b *testing.B, g int, wc *testsvc.WriteCounter, call callFunc) {
 	}
 	srvW := wc.Writes.Load() - srvW0
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
+	// CPU per call (client and server together) is steadier than calls/s
+	// on a machine shared with other work.
+	b.ReportMetric(float64((testsvc.ProcessCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/call")
 	b.ReportMetric(float64(srvW)/float64(b.N), "srv-writes/call")
 	if procW0 >= 0 {
 		cliW := testsvc.ProcessWriteSyscalls() - procW0 - srvW

@@ -2,6 +2,7 @@ package batchclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/smallnest/rpcx/share"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
+	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
 )
 
 // Client sends calls, casts and sends to any number of servers, each over a
@@ -238,12 +240,11 @@ func (c *Client) newEntry(ctx context.Context, kind codec.Kind, path, method str
 		b, _ := args.([]byte)
 		payload = b
 	} else {
-		cd := share.Codecs[c.opts.SerializeType]
-		if cd == nil {
-			return nil, ErrUnsupportedCodec
-		}
 		var err error
-		if payload, err = cd.Encode(args); err != nil {
+		if payload, err = fastcodec.Encode(c.opts.SerializeType, args); err != nil {
+			if errors.Is(err, fastcodec.ErrNoCodec) {
+				return nil, ErrUnsupportedCodec
+			}
 			return nil, err
 		}
 	}
@@ -365,6 +366,9 @@ func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod stri
 	select {
 	case <-call.Done:
 		err = call.Error
+		if err == nil && reply != nil {
+			err = c.decodeReply(sc.pending.raw, reply)
+		}
 		if deadline, ok := ctx.Deadline(); err != nil && (ctx.Err() != nil || ok && !time.Now().Before(deadline)) {
 			// The server gave up at the same deadline, maybe a moment before
 			// the caller's own timer fired: report the caller's deadline,
@@ -406,13 +410,23 @@ func getSyncCall() *syncCall {
 	sc := syncCallPool.Get().(*syncCall)
 	sc.call.Done = sc.done
 	sc.pending.call = &sc.call
+	sc.pending.deferDecode = true
 	return sc
 }
 
 func putSyncCall(sc *syncCall) {
+	raw := sc.pending.raw
 	sc.call = client.Call{}
 	sc.pending = pendingCall{}
+	if cap(raw) <= 64<<10 {
+		sc.pending.raw = raw[:0] // keep a modest buffer for the next reply
+	}
 	syncCallPool.Put(sc)
+}
+
+// decodeReply decodes an encoded reply with the client's codec.
+func (c *Client) decodeReply(raw []byte, reply any) error {
+	return fastcodec.Decode(c.opts.SerializeType, raw, reply)
 }
 
 // Cast runs servicePath.serviceMethod at addr without waiting for, or

@@ -13,6 +13,7 @@ import (
 	"github.com/smallnest/rpcx/share"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
+	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
 	"github.com/rpcxbatch/rpcxbatch/internal/settle"
 )
 
@@ -122,6 +123,12 @@ func (l *lane) close(err error) {
 type pendingCall struct {
 	call      *client.Call
 	stopWatch func() bool
+	// deferDecode asks the reader to copy the encoded reply into raw and
+	// leave decoding to the caller (Call does): the reader then readies a
+	// whole frame's callers in one quick pass, and the decoding runs on
+	// their goroutines, in parallel, instead of serially on the reader.
+	deferDecode bool
+	raw         []byte
 }
 
 func (l *lane) finish(pc *pendingCall, err error) {
@@ -394,9 +401,10 @@ func (l *lane) complete(rp *codec.Reply) {
 	switch {
 	case rp.Status == codec.StatusError:
 		err = serviceError(rp.Error)
+	case pc.deferDecode:
+		pc.raw = append(pc.raw[:0], rp.Payload...)
 	case call.Reply != nil:
-		cd := share.Codecs[l.c.opts.SerializeType]
-		if derr := cd.Decode(rp.Payload, call.Reply); derr != nil {
+		if derr := fastcodec.Decode(l.c.opts.SerializeType, rp.Payload, call.Reply); derr != nil {
 			err = derr
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/smallnest/rpcx/share"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
+	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
 )
 
 // entryContext builds the context a handler sees, as rpcx builds it for a
@@ -70,13 +71,13 @@ func (p *Plugin) execute(ctx *share.Context, e *codec.Entry) (payload []byte, er
 		}
 		return nil, errors.New("rpcx: can't find method " + e.ServiceMethod)
 	}
-	cd := share.Codecs[protocol.SerializeType(e.SerializeType)]
-	if cd == nil {
+	st := protocol.SerializeType(e.SerializeType)
+	if share.Codecs[st] == nil {
 		p.metrics.errCodec.Inc(1)
-		return nil, fmt.Errorf("can not find codec for %d", e.SerializeType)
+		return nil, fmt.Errorf("can not find codec for %d", e.SerializeType) // rpcx's text
 	}
 	argPtr, arg := m.newArg()
-	if err := cd.Decode(e.Payload, argPtr); err != nil {
+	if err := fastcodec.Decode(st, e.Payload, argPtr); err != nil {
 		p.metrics.errCodec.Inc(1)
 		return nil, err
 	}
@@ -100,7 +101,7 @@ func (p *Plugin) execute(ctx *share.Context, e *codec.Entry) (payload []byte, er
 	if e.Kind != codec.KindCall || replyI == nil {
 		return nil, err
 	}
-	data, encErr := cd.Encode(replyI)
+	data, encErr := fastcodec.Encode(st, replyI)
 	if encErr != nil {
 		p.metrics.errCodec.Inc(1)
 		if err == nil {

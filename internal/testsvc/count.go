@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
+	"time"
 )
 
 // WriteCounter is an rpcx server plugin that counts the Write calls made on
@@ -28,6 +30,15 @@ type countingConn struct {
 func (c *countingConn) Write(b []byte) (int, error) {
 	c.n.Add(1)
 	return c.Conn.Write(b)
+}
+
+// ProcessCPU returns the user and system CPU time this process has used.
+func ProcessCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // ProcessWriteSyscalls returns the write-family syscalls this process has
