@@ -31,6 +31,6 @@ example:
 # A short fuzz of every decoder (CI-sized); FUZZTIME sets the time per target.
 FUZZTIME ?= 15s
 fuzz:
-	@for t in FuzzDecodeBatch FuzzDecodeReplies FuzzDecodeHandshake FuzzReadMessage; do \
+	@for t in FuzzDecodeBatch FuzzDecodeReplies FuzzDecodeHandshake FuzzDecodeCredit FuzzReadMessage; do \
 		$(GO) test ./codec -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; \
 	done

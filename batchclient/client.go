@@ -353,7 +353,7 @@ func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod stri
 		return err
 	}
 	if pc != nil {
-		return pc.Call(ctx, servicePath, serviceMethod, args, reply)
+		return plainCall(ctx, pc, servicePath, serviceMethod, args, reply)
 	}
 	sc := getSyncCall()
 	call := &sc.call
@@ -391,6 +391,20 @@ func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod stri
 	// Whoever completed the call claimed it first, so nothing refers to it.
 	putSyncCall(sc)
 	return err
+}
+
+// plainCall is a call over the plain rpcx client. It waits on rpcx's Go
+// rather than using its Call: in rpcx v1.9.4, Call races with its own send
+// when the context ends mid-call (call reads the sequence number send is
+// still writing).
+func plainCall(ctx context.Context, pc *client.Client, servicePath, serviceMethod string, args, reply any) error {
+	call := pc.Go(ctx, servicePath, serviceMethod, args, reply, make(chan *client.Call, 1))
+	select {
+	case <-call.Done:
+		return call.Error
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // syncCall is what Call needs per call, pooled: Call owns it from submit

@@ -36,15 +36,20 @@ type lane struct {
 	// caps are the client's, lowered to the server's.
 	batchCap, frameBytes int
 
-	qmu     sync.Mutex
-	qLen    atomic.Int32 // len(queue), readable without qmu
-	queue   []*entry
-	spare   []*entry
-	qBytes  int
-	room    chan struct{} // closed when the writer drains a full queue
-	wake    chan struct{} // cap 1: the queue went from empty to non-empty
-	dead    chan struct{} // closed by fail
-	deadErr error         // set before dead is closed
+	qmu  sync.Mutex
+	qLen atomic.Int32 // len(queue), readable without qmu
+	// unfinished counts entries written and not yet answered (calls) or
+	// credited back (casts, sends); the writer keeps it within window, the
+	// server's bound on what one lane may make it hold.
+	unfinished int
+	window     int
+	queue      []*entry
+	spare      []*entry
+	qBytes     int
+	room       chan struct{} // closed when the writer drains a full queue
+	wake       chan struct{} // cap 1: the queue went from empty to non-empty
+	dead       chan struct{} // closed by fail
+	deadErr    error         // set before dead is closed
 
 	pmu     sync.Mutex
 	pending map[uint64]*pendingCall
@@ -60,6 +65,7 @@ func newLane(c *Client, conn net.Conn, hs codec.Handshake, down chan<- struct{})
 		c: c, conn: conn, hs: hs, down: down,
 		batchCap:   min(c.opts.BatchCap, hs.BatchCap),
 		frameBytes: min(c.opts.MaxFrameBytes, hs.MaxFrameBytes),
+		window:     hs.Window,
 		room:       make(chan struct{}),
 		wake:       make(chan struct{}, 1),
 		dead:       make(chan struct{}),
@@ -213,13 +219,28 @@ func (l *lane) enqueue(e *entry, done <-chan struct{}, ctxErr func() error) erro
 
 func (l *lane) queued() int { return int(l.qLen.Load()) }
 
-// take removes from the queue what fits one frame: at least one entry, at
-// most batchCap, within frameBytes.
+// release gives n places of the window back (answers and credits from the
+// server) and wakes the writer if the window had stopped it.
+func (l *lane) release(n int) {
+	l.qmu.Lock()
+	stalled := l.unfinished >= l.window && len(l.queue) > 0
+	l.unfinished = max(0, l.unfinished-n)
+	l.qmu.Unlock()
+	if stalled {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// take removes from the queue what fits one frame: at least one entry (when
+// the window has room), at most batchCap, within frameBytes.
 func (l *lane) take() []*entry {
 	l.qmu.Lock()
 	defer l.qmu.Unlock()
 	n, size := 0, 0
-	for n < len(l.queue) && n < l.batchCap {
+	for n < len(l.queue) && n < l.batchCap && l.unfinished+n < l.window {
 		size += l.queue[n].size
 		if n > 0 && size > l.frameBytes {
 			size -= l.queue[n].size
@@ -238,6 +259,7 @@ func (l *lane) take() []*entry {
 	l.queue = l.queue[:rest]
 	l.qLen.Store(int32(rest))
 	l.qBytes -= size
+	l.unfinished += n
 	l.c.metrics.queueDepth.Update(int64(rest))
 	if full {
 		// Wake every caller blocked on a full queue; they re-check.
@@ -376,6 +398,16 @@ func (l *lane) readLoop() {
 			for i := range replies {
 				l.complete(&replies[i])
 				replies[i] = codec.Reply{}
+			}
+			l.release(len(replies))
+		case msg.Header.MessageType() == protocol.Request && msg.ServicePath == codec.ServicePath && msg.ServiceMethod == codec.MethodCredit:
+			inc, n, err := codec.DecodeCredit(msg.Payload)
+			if err != nil {
+				l.fail(fmt.Errorf("%w: bad credit message: %w", ErrConnection, err))
+				return
+			}
+			if inc == l.hs.Incarnation {
+				l.release(int(min(n, uint64(l.window))))
 			}
 		case msg.Header.MessageType() == protocol.Response && msg.Header.MessageStatusType() == protocol.Error:
 			// rpcx refused a frame (its AuthFunc, typically) and is about

@@ -38,7 +38,7 @@ func stuckServer(t *testing.T) string {
 			}
 			h := msg.Header
 			h.SetMessageType(protocol.Response)
-			hs := codec.Handshake{Version: codec.Version, PoolSize: 1, BatchCap: 1000, MaxFrameBytes: 16 << 20, Incarnation: 7}
+			hs := codec.Handshake{Version: codec.Version, PoolSize: 1, BatchCap: 1000, MaxFrameBytes: 16 << 20, Incarnation: 7, Window: 1 << 20}
 			conn.Write(codec.AppendMessage(nil, &h, msg.ServicePath, msg.ServiceMethod, nil, codec.AppendHandshake(nil, &hs)))
 		}
 	}()

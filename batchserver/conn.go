@@ -32,9 +32,14 @@ type conn struct {
 	held       map[uint64][]codec.Entry
 	delivering bool
 
+	// Window. inflight counts the entries delivered and not yet finished;
+	// credits counts finished casts and sends not yet credited back.
+	inflight atomic.Int64
+	credits  atomic.Int64
+
 	// Replies. At most one writer goroutine runs per connection: it is
-	// started when the first reply is queued and exits when the queue is
-	// empty, so an idle or closed connection holds no goroutine.
+	// started when the first reply or credit is queued and exits when there
+	// is none left, so an idle or closed connection holds no goroutine.
 	replyMu sync.Mutex
 	nReply  atomic.Int32 // len(replies), readable without replyMu
 	replies []codec.Reply
@@ -57,6 +62,12 @@ func (c *conn) fail(err error) {
 
 // deliver runs the entries of frame seq once every earlier frame has run.
 func (c *conn) deliver(seq uint64, entries []codec.Entry) {
+	// A lane keeps at most Window entries unfinished; twice that is a peer
+	// that ignores the window, not a slow moment.
+	if n := c.inflight.Add(int64(len(entries))); n > 2*int64(c.p.opts.Window) {
+		c.fail(fmt.Errorf("%w: %d entries unfinished, window %d", ErrWindowExceeded, n, c.p.opts.Window))
+		return
+	}
 	c.orderMu.Lock()
 	_, gap := c.held[c.nextSeq]
 	gap = !gap && seq != c.nextSeq
@@ -103,18 +114,24 @@ func (c *conn) run(entries []codec.Entry) {
 			c.p.workers.run(func() { c.p.runCall(c, e, arrived) })
 		case codec.KindCast:
 			c.p.metrics.casts.Inc(1)
-			c.p.workers.run(func() { c.p.runCall(c, e, arrived) })
+			c.p.workers.run(func() {
+				c.p.runCall(c, e, arrived)
+				c.credit()
+			})
 		case codec.KindSend:
 			c.p.metrics.sends.Inc(1)
 			c.p.runSend(c, e, arrived)
+			c.credit()
 		}
 	}
 }
 
 func (c *conn) queuedReplies() int { return int(c.nReply.Load()) }
 
-// queueReply hands a reply to the connection's writer.
+// queueReply hands a call's reply to the connection's writer; the reply
+// also gives the call's place in the window back to the lane.
 func (c *conn) queueReply(rp codec.Reply) {
+	c.inflight.Add(-1)
 	c.replyMu.Lock()
 	if c.broken {
 		c.replyMu.Unlock()
@@ -122,6 +139,24 @@ func (c *conn) queueReply(rp codec.Reply) {
 	}
 	c.replies = append(c.replies, rp)
 	c.nReply.Store(int32(len(c.replies)))
+	c.kickLocked()
+}
+
+// credit records a finished cast or send: its place in the lane's window
+// goes back to the client in the next credit message.
+func (c *conn) credit() {
+	c.inflight.Add(-1)
+	c.credits.Add(1)
+	c.replyMu.Lock()
+	if c.broken {
+		c.replyMu.Unlock()
+		return
+	}
+	c.kickLocked()
+}
+
+// kickLocked starts the writer unless it runs; it unlocks replyMu.
+func (c *conn) kickLocked() {
 	start := !c.writing
 	c.writing = true
 	c.replyMu.Unlock()
@@ -130,9 +165,9 @@ func (c *conn) queueReply(rp codec.Reply) {
 	}
 }
 
-// writeReplies is the connection's only reply writer. It takes whatever is
-// queued, up to the caps, writes it as one frame with one Write, and repeats
-// until nothing is left; it never waits for more replies to arrive.
+// writeReplies is the connection's only writer of replies and credits. It
+// takes whatever is queued, up to the caps, writes it as one frame with one
+// Write, and repeats until nothing is left; it never waits for more.
 func (c *conn) writeReplies() {
 	for {
 		// Freshly started, this goroutine runs ahead of the call goroutines
@@ -140,7 +175,8 @@ func (c *conn) writeReplies() {
 		settle.Settle(c.queuedReplies, c.p.opts.BatchCap)
 		c.replyMu.Lock()
 		batch := c.replies
-		if len(batch) == 0 {
+		credits := c.credits.Swap(0)
+		if len(batch) == 0 && credits == 0 {
 			c.writing = false
 			c.replyMu.Unlock()
 			return
@@ -150,9 +186,9 @@ func (c *conn) writeReplies() {
 		c.replyMu.Unlock()
 
 		taken := batch
-		for len(batch) > 0 {
+		for first := true; first || len(batch) > 0; first = false {
 			n := c.fit(batch)
-			if err := c.writeFrame(batch[:n]); err != nil {
+			if err := c.writeFrame(batch[:n], credits); err != nil {
 				c.p.metrics.errWrite.Inc(1)
 				logf("rpcxbatch: writing replies to %s: %v", c.c.RemoteAddr(), err)
 				c.replyMu.Lock()
@@ -161,7 +197,7 @@ func (c *conn) writeReplies() {
 				c.c.Close()
 				return
 			}
-			batch = batch[n:]
+			batch, credits = batch[n:], 0
 		}
 		c.replyMu.Lock()
 		if c.spare == nil {
@@ -172,7 +208,7 @@ func (c *conn) writeReplies() {
 }
 
 // fit returns how many replies from the front of batch fit one frame: at
-// least one, at most the batch cap, within the byte cap.
+// least one (if any), at most the batch cap, within the byte cap.
 func (c *conn) fit(batch []codec.Reply) int {
 	n, size := 0, 0
 	for n < len(batch) && n < c.p.opts.BatchCap {
@@ -185,25 +221,37 @@ func (c *conn) fit(batch []codec.Reply) int {
 	return n
 }
 
-func (c *conn) writeFrame(replies []codec.Reply) error {
+// writeFrame writes a credit message (when credits > 0) and a reply frame
+// (when there are replies) with one Write.
+func (c *conn) writeFrame(replies []codec.Reply, credits int64) error {
 	var h protocol.Header
 	h[0] = protocol.MagicNumber()
 	h.SetMessageType(protocol.Request)
 	h.SetOneway(true)
 	h.SetSerializeType(protocol.SerializeNone)
-	b, mark := codec.StartMessage(c.buf[:0], &h, codec.ServicePath, codec.MethodReply, nil)
-	b = codec.AppendReplyHeader(b, c.p.incarnation, len(replies))
-	for i := range replies {
-		b = codec.AppendReply(b, &replies[i])
-		replies[i] = codec.Reply{} // let the payload go
+	b := c.buf[:0]
+	if credits > 0 {
+		var mark codec.MessageMark
+		b, mark = codec.StartMessage(b, &h, codec.ServicePath, codec.MethodCredit, nil)
+		b = codec.AppendCredit(b, c.p.incarnation, uint64(credits))
+		codec.FinishMessage(b, mark)
 	}
-	codec.FinishMessage(b, mark)
+	if len(replies) > 0 {
+		var mark codec.MessageMark
+		b, mark = codec.StartMessage(b, &h, codec.ServicePath, codec.MethodReply, nil)
+		b = codec.AppendReplyHeader(b, c.p.incarnation, len(replies))
+		for i := range replies {
+			b = codec.AppendReply(b, &replies[i])
+			replies[i] = codec.Reply{} // let the payload go
+		}
+		codec.FinishMessage(b, mark)
+		c.p.metrics.replyFrames.Inc(1)
+		c.p.metrics.replyBatch.Update(int64(len(replies)))
+	}
 	// Keep a moderate buffer for the next frame, not a rare huge one.
 	if cap(b) <= 4<<20 {
 		c.buf = b
 	}
-	c.p.metrics.replyFrames.Inc(1)
-	c.p.metrics.replyBatch.Update(int64(len(replies)))
 	c.c.SetWriteDeadline(time.Now().Add(c.p.opts.WriteTimeout))
 	_, err := c.c.Write(b)
 	// rpcx writes heartbeats and errors on this conn too, and without a write

@@ -8,6 +8,9 @@ var (
 	// ErrDeadlinePassed is the error an entry gets when its caller's deadline
 	// had passed before the server could start it; the entry was not run.
 	ErrDeadlinePassed = errors.New("rpcxbatch: the caller's deadline passed before the call ran; it was not executed")
+	// ErrWindowExceeded is why a connection is closed when its client keeps
+	// far more entries unfinished than the window the handshake granted.
+	ErrWindowExceeded = errors.New("rpcxbatch: client exceeded its window of unfinished entries")
 	// ErrSendHandlerExists reports a second HandleSend for the same name.
 	ErrSendHandlerExists = errors.New("rpcxbatch: a send handler is already registered under this name")
 )

@@ -22,6 +22,9 @@ const (
 	// largest reply frame written (a single larger reply is still written
 	// alone, up to the client's own cap).
 	DefaultMaxFrameBytes = 16 << 20
+	// DefaultWindow is the most entries one lane may have unfinished on the
+	// server (written, and neither answered nor credited back).
+	DefaultWindow = 16384
 	// DefaultWriteTimeout bounds one reply-frame write; a client that does
 	// not read for this long is disconnected.
 	DefaultWriteTimeout = 10 * time.Second
@@ -38,6 +41,10 @@ type Options struct {
 	MaxFrameBytes int
 	// WriteTimeout bounds each reply-frame write. Default 10 s.
 	WriteTimeout time.Duration
+	// Window is the most entries each lane may have unfinished here: with
+	// it, what a slow handler can make the server hold is bounded by
+	// lanes x Window entries per client. Default 16384.
+	Window int
 	// Registry receives the server metrics. Default: a new registry,
 	// available from Plugin.Metrics.
 	Registry metrics.Registry
@@ -55,6 +62,9 @@ func WithBatchCap(n int) Option { return func(o *Options) { o.BatchCap = n } }
 // WithMaxFrameBytes sets the byte cap per frame.
 func WithMaxFrameBytes(n int) Option { return func(o *Options) { o.MaxFrameBytes = n } }
 
+// WithWindow sets the most unfinished entries per lane.
+func WithWindow(n int) Option { return func(o *Options) { o.Window = n } }
+
 // WithWriteTimeout sets the bound on one reply-frame write.
 func WithWriteTimeout(d time.Duration) Option { return func(o *Options) { o.WriteTimeout = d } }
 
@@ -62,7 +72,7 @@ func WithWriteTimeout(d time.Duration) Option { return func(o *Options) { o.Writ
 func WithMetrics(r metrics.Registry) Option { return func(o *Options) { o.Registry = r } }
 
 func buildOptions(opts []Option) (Options, error) {
-	o := Options{BatchCap: DefaultBatchCap, MaxFrameBytes: DefaultMaxFrameBytes, WriteTimeout: DefaultWriteTimeout}
+	o := Options{BatchCap: DefaultBatchCap, MaxFrameBytes: DefaultMaxFrameBytes, WriteTimeout: DefaultWriteTimeout, Window: DefaultWindow}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -72,8 +82,8 @@ func buildOptions(opts []Option) (Options, error) {
 	case o.PoolSize < 0 && o.PoolSize != Disabled:
 		return o, fmt.Errorf("%w: pool size %d (use a positive number, 0 for GOMAXPROCS, or Disabled)", ErrInvalidOption, o.PoolSize)
 	}
-	if o.BatchCap <= 0 || o.MaxFrameBytes <= 0 || o.WriteTimeout <= 0 {
-		return o, fmt.Errorf("%w: batch cap, byte cap and write timeout must be positive", ErrInvalidOption)
+	if o.BatchCap <= 0 || o.MaxFrameBytes <= 0 || o.WriteTimeout <= 0 || o.Window <= 0 {
+		return o, fmt.Errorf("%w: batch cap, byte cap, window and write timeout must be positive", ErrInvalidOption)
 	}
 	if o.Registry == nil {
 		o.Registry = metrics.NewRegistry()

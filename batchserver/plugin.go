@@ -178,6 +178,7 @@ func (p *Plugin) handshake(ctx *server.Context) error {
 		BatchCap:      p.opts.BatchCap,
 		MaxFrameBytes: p.opts.MaxFrameBytes,
 		Incarnation:   p.incarnation,
+		Window:        p.opts.Window,
 	}
 	return ctx.Write(codec.AppendHandshake(nil, &h))
 }

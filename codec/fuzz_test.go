@@ -55,7 +55,7 @@ func seedReplyFrames() map[string][]byte {
 func seedHandshakes() map[string][]byte {
 	h := sampleHandshake()
 	valid := AppendHandshake(nil, &h)
-	small := Handshake{Version: Version, PoolSize: 1, BatchCap: 1, MaxFrameBytes: 1}
+	small := Handshake{Version: Version, PoolSize: 1, BatchCap: 1, MaxFrameBytes: 1, Window: 1}
 	zero := Handshake{Version: Version}
 	return map[string][]byte{
 		"valid":     valid,
@@ -251,4 +251,23 @@ func requireMessagesEqual(t *testing.T, want, got Message) {
 	require.Equal(t, want.ServiceMethod, got.ServiceMethod)
 	require.Equal(t, want.Metadata, got.Metadata)
 	require.True(t, bytes.Equal(want.Payload, got.Payload), "payload %d vs %d bytes", len(want.Payload), len(got.Payload))
+}
+
+func FuzzDecodeCredit(f *testing.F) {
+	f.Add(AppendCredit(nil, 1, 0))
+	f.Add(AppendCredit(nil, 0xfeedface, 1<<40))
+	f.Add([]byte{0x93})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		inc, n, err := DecodeCredit(data)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrVersion) {
+				t.Fatalf("unexpected error kind: %v", err)
+			}
+			return
+		}
+		inc2, n2, err := DecodeCredit(AppendCredit(nil, inc, n))
+		require.NoError(t, err)
+		require.Equal(t, inc, inc2)
+		require.Equal(t, n, n2)
+	})
 }

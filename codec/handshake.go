@@ -16,16 +16,25 @@ type Handshake struct {
 	// Incarnation is a random id drawn when the server started; a new value
 	// at the same address means the server restarted.
 	Incarnation uint64
+	// Window is the most entries a lane may have unfinished on the server
+	// (written, and neither answered nor credited back): the server's bound
+	// on what one connection can make it hold.
+	Window int
 }
+
+// handshakeFields is the length of the handshake array:
+// [version, poolSize, batchCap, maxFrameBytes, incarnation, window].
+const handshakeFields = 6
 
 // AppendHandshake encodes h.
 func AppendHandshake(dst []byte, h *Handshake) []byte {
-	dst = appendArrayLen(dst, 5)
+	dst = appendArrayLen(dst, handshakeFields)
 	dst = appendUint(dst, h.Version)
 	dst = appendUint(dst, uint64(h.PoolSize))
 	dst = appendUint(dst, uint64(h.BatchCap))
 	dst = appendUint(dst, uint64(h.MaxFrameBytes))
-	return appendUint(dst, h.Incarnation)
+	dst = appendUint(dst, h.Incarnation)
+	return appendUint(dst, uint64(h.Window))
 }
 
 // DecodeHandshake decodes a handshake and checks its version.
@@ -46,16 +55,19 @@ func DecodeHandshake(b []byte) (Handshake, error) {
 			return h, fmt.Errorf("%w: server speaks %d, this client %d", ErrVersion, h.Version, Version)
 		}
 	}
-	if n != 5 {
-		return h, fmt.Errorf("%w: handshake has %d fields, want 5", ErrMalformed, n)
+	if n != handshakeFields {
+		return h, fmt.Errorf("%w: handshake has %d fields, want %d", ErrMalformed, n, handshakeFields)
 	}
-	var ints [3]uint64
-	for i := range ints {
+	var ints [4]uint64
+	for i := range ints[:3] {
 		if ints[i], err = r.uint("handshake field"); err != nil {
 			return h, err
 		}
 	}
 	if h.Incarnation, err = r.uint("incarnation"); err != nil {
+		return h, err
+	}
+	if ints[3], err = r.uint("window"); err != nil {
 		return h, err
 	}
 	if r.left() != 0 {
@@ -67,6 +79,6 @@ func DecodeHandshake(b []byte) (Handshake, error) {
 			return h, fmt.Errorf("%w: handshake field %d out of range", ErrMalformed, v)
 		}
 	}
-	h.PoolSize, h.BatchCap, h.MaxFrameBytes = int(ints[0]), int(ints[1]), int(ints[2])
+	h.PoolSize, h.BatchCap, h.MaxFrameBytes, h.Window = int(ints[0]), int(ints[1]), int(ints[2]), int(ints[3])
 	return h, nil
 }

@@ -10,7 +10,7 @@ import (
 )
 
 func sampleHandshake() Handshake {
-	return Handshake{Version: Version, PoolSize: 4, BatchCap: 256, MaxFrameBytes: 4 << 20, Incarnation: 0x1234567890abcdef}
+	return Handshake{Version: Version, PoolSize: 4, BatchCap: 256, MaxFrameBytes: 4 << 20, Incarnation: 0x1234567890abcdef, Window: 8192}
 }
 
 func TestHandshakeRoundTrip(t *testing.T) {
@@ -26,7 +26,7 @@ func TestHandshakeRoundTripIntegers(t *testing.T) {
 			h := sampleHandshake()
 			h.Incarnation = v
 			if v > 0 && v <= math.MaxInt {
-				h.PoolSize, h.BatchCap, h.MaxFrameBytes = int(v), int(v), int(v)
+				h.PoolSize, h.BatchCap, h.MaxFrameBytes, h.Window = int(v), int(v), int(v), int(v)
 			}
 			got, err := DecodeHandshake(AppendHandshake(nil, &h))
 			require.NoError(t, err)
@@ -65,10 +65,12 @@ func TestHandshakeErrors(t *testing.T) {
 		{"version 2", mod(func(h *Handshake) { h.Version = 2 }), ErrVersion},
 		{"version max", mod(func(h *Handshake) { h.Version = math.MaxUint64 }), ErrVersion},
 		{"trailing byte", append(append([]byte(nil), valid...), 0), ErrMalformed},
-		{"four fields", append([]byte{0x94}, valid[1:len(valid)-9]...), ErrMalformed},
-		{"six fields", append(append([]byte{0x96}, valid[1:]...), 1), ErrMalformed},
+		{"zero window", mod(func(h *Handshake) { h.Window = 0 }), ErrMalformed},
+		// The sample's window, 8192, is the last three bytes (uint16).
+		{"five fields", append([]byte{0x95}, valid[1:len(valid)-3]...), ErrMalformed},
+		{"seven fields", append(append([]byte{0x97}, valid[1:]...), 1), ErrMalformed},
 		{"not an array", []byte{0x05}, ErrMalformed},
-		{"string field", []byte{0x95, 0x01, 0xa1, 'x', 0x01, 0x01, 0x01}, ErrMalformed},
+		{"string field", []byte{0x96, 0x01, 0xa1, 'x', 0x01, 0x01, 0x01, 0x01}, ErrMalformed},
 		{"empty", nil, ErrMalformed},
 	}
 	for _, c := range cases {
@@ -77,4 +79,23 @@ func TestHandshakeErrors(t *testing.T) {
 			require.ErrorIs(t, err, c.want)
 		})
 	}
+}
+
+func TestCreditRoundTrip(t *testing.T) {
+	for _, n := range []uint64{0, 1, 127, 128, 1 << 20, math.MaxUint64} {
+		inc, got, err := DecodeCredit(AppendCredit(nil, 0xfeed, n))
+		require.NoError(t, err)
+		assert.Equal(t, uint64(0xfeed), inc)
+		assert.Equal(t, n, got)
+	}
+	valid := AppendCredit(nil, 7, 300)
+	for i := 0; i < len(valid); i++ {
+		_, _, err := DecodeCredit(valid[:i])
+		require.ErrorIs(t, err, ErrMalformed, "prefix %d", i)
+	}
+	_, _, err := DecodeCredit(append(valid, 0))
+	require.ErrorIs(t, err, ErrMalformed)
+	bad := append([]byte{0x93, 0x02}, valid[2:]...)
+	_, _, err = DecodeCredit(bad)
+	require.ErrorIs(t, err, ErrVersion)
 }

@@ -319,7 +319,7 @@ func TestHandshakeIsMsgpack(t *testing.T) {
 	h := sampleHandshake()
 	var v []uint64
 	require.NoError(t, msgpack.Unmarshal(AppendHandshake(nil, &h), &v))
-	assert.Equal(t, []uint64{h.Version, uint64(h.PoolSize), uint64(h.BatchCap), uint64(h.MaxFrameBytes), h.Incarnation}, v)
+	assert.Equal(t, []uint64{h.Version, uint64(h.PoolSize), uint64(h.BatchCap), uint64(h.MaxFrameBytes), h.Incarnation, uint64(h.Window)}, v)
 }
 
 // The other direction: a frame the msgpack library writes from plain Go

@@ -12,6 +12,8 @@ const (
 	MethodBatch = "Batch"
 	// MethodReply carries a reply frame from a server connection (server-pushed, oneway).
 	MethodReply = "Reply"
+	// MethodCredit hands window back for finished casts and sends (server-pushed, oneway).
+	MethodCredit = "Credit"
 )
 
 // Registry metadata keys. A server advertised through rpcxbatch's register
