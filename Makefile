@@ -4,7 +4,7 @@ GO ?= go
 RACE_DIRS = codec batchserver batchclient group selector plugin
 RACE_PKGS = $(foreach d,$(RACE_DIRS),$(if $(wildcard $(d)/*.go),./$(d)/...))
 
-.PHONY: test vet race unit bench example fuzz fmt-check
+.PHONY: test vet race unit bench example group-example fuzz fmt-check
 
 test: fmt-check vet race
 
@@ -23,10 +23,13 @@ unit:
 	$(GO) test -count=1 ./...
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./batchclient/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./batchclient/ ./group/
 
 example:
 	$(GO) run ./example/quickstart
+
+group-example:
+	$(GO) run ./example/group
 
 # A short fuzz of every decoder (CI-sized); FUZZTIME sets the time per target.
 FUZZTIME ?= 15s

@@ -1,0 +1,229 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/smallnest/rpcx/client"
+)
+
+// Result is one node's successful reply.
+type Result[R any] struct {
+	// Node is the address as it appears in the node list.
+	Node string
+	// Value is the reply.
+	Value R
+}
+
+// outcome is one node's answer: reply set on success, err otherwise.
+type outcome struct {
+	node  string
+	reply any
+	err   *NodeError
+}
+
+// spec is one group call being run.
+type spec struct {
+	g        *Group
+	policy   string
+	service  string
+	method   string
+	args     any
+	newReply func() any // a fresh reply pointer; nil for casts
+	cfg      callConfig
+	nodes    []string
+}
+
+func (g *Group) newSpec(policy, service, method string, args any, newReply func() any, opts []CallOption) *spec {
+	s := &spec{g: g, policy: policy, service: service, method: method, args: args, newReply: newReply}
+	for _, o := range opts {
+		o(&s.cfg)
+	}
+	if s.cfg.hasNodes {
+		s.nodes = normalize(s.cfg.nodes)
+	} else {
+		s.nodes = g.Nodes()
+	}
+	return s
+}
+
+// call runs the call on one node and waits for its answer.
+func (s *spec) call(ctx context.Context, node string) outcome {
+	if s.cfg.nodeTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.nodeTimeout)
+		defer cancel()
+	}
+	reply := s.newReply()
+	if s.g.isLocal(node) {
+		if err := s.g.local.call(ctx, s.service, s.method, s.args, reply); err != nil {
+			return outcome{node: node, err: rejection(node, err)}
+		}
+		return outcome{node: node, reply: reply}
+	}
+	if err := s.g.caller.Call(ctx, node, s.service, s.method, s.args, reply); err != nil {
+		return outcome{node: node, err: s.remoteError(ctx, node, err)}
+	}
+	return outcome{node: node, reply: reply}
+}
+
+// remoteError classifies a remote call's error.
+func (s *spec) remoteError(ctx context.Context, node string, err error) *NodeError {
+	if ranOutOfTime(ctx, err) {
+		// The server ended the call at the deadline the call carried, a
+		// moment before the client's own timer fired: the node's call was
+		// killed by its deadline, not rejected by the handler. Wait for
+		// that timer (at most deadlineSlack), so that the policy sees the
+		// context ended, as it would had the client's timer won.
+		t := time.NewTimer(2 * deadlineSlack)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		err = fmt.Errorf("%w (the server stopped the call at its deadline: %v)", context.DeadlineExceeded, err)
+		return &NodeError{Node: node, Err: err, kind: ErrUnreachable}
+	}
+	return classify(node, err)
+}
+
+// goCaller is a Caller that can start a call and return at once, its end
+// signalled on a channel (*batchclient.Client and *PlainCaller can): a
+// fan-out then needs no goroutine per remote node.
+type goCaller interface {
+	Go(ctx context.Context, addr, service, method string, args, reply any, done chan *client.Call) *client.Call
+}
+
+// fanIn is the outcomes of a fan-out, read in arrival order.
+type fanIn struct {
+	s     *spec
+	ctx   context.Context
+	done  chan *client.Call
+	nodes map[*client.Call]string
+}
+
+// fanOut starts the call on every node and returns the fan-in its
+// outcomes arrive on. Remote calls are started with the caller's Go when it
+// has one and no NodeTimeout applies (no goroutine), in a goroutine each
+// otherwise; local calls run in a goroutine each. The channel has room for
+// every outcome, so nothing ever waits for a reader: each call ends on its
+// own, whether or not anyone still listens.
+func (s *spec) fanOut(ctx context.Context, nodes []string) *fanIn {
+	f := &fanIn{s: s, ctx: ctx, done: make(chan *client.Call, len(nodes)), nodes: make(map[*client.Call]string, len(nodes))}
+	gc, hasGo := s.g.caller.(goCaller)
+	for _, n := range nodes {
+		if hasGo && s.cfg.nodeTimeout == 0 && !s.g.isLocal(n) {
+			call := gc.Go(ctx, n, s.service, s.method, s.args, s.newReply(), f.done)
+			f.nodes[call] = n
+			continue
+		}
+		call := &client.Call{Done: f.done}
+		f.nodes[call] = n
+		go func() {
+			o := s.call(ctx, n)
+			call.Reply = o.reply
+			if o.err != nil {
+				call.Error = o.err
+			}
+			call.Done <- call
+		}()
+	}
+	return f
+}
+
+// next returns the next outcome to arrive, or false when ctx ended first.
+func (f *fanIn) next() (outcome, bool) {
+	select {
+	case call := <-f.done:
+		node := f.nodes[call]
+		var ne *NodeError
+		switch {
+		case call.Error == nil:
+			return outcome{node: node, reply: call.Reply}, true
+		case errors.As(call.Error, &ne) && ne.Node == node:
+			return outcome{node: node, err: ne}, true
+		default:
+			return outcome{node: node, err: f.s.remoteError(f.ctx, node, call.Error)}, true
+		}
+	case <-f.ctx.Done():
+		return outcome{}, false
+	}
+}
+
+// cast runs the call on node without a reply, returning at once. The cast
+// gets ctx's values and deadline but not its cancellation, so a caller that
+// cancels its context right after returning does not drop casts that were
+// still being queued. Its goroutine ends when the cast is queued (or fails
+// to be), or, for the local node, when the handler returns.
+func (s *spec) cast(ctx context.Context, node string) {
+	cctx := context.WithoutCancel(ctx)
+	var cancel context.CancelFunc = func() {}
+	if d, ok := ctx.Deadline(); ok {
+		cctx, cancel = context.WithDeadline(cctx, d)
+	}
+	go func() {
+		defer cancel()
+		if s.g.isLocal(node) {
+			_ = s.g.local.call(cctx, s.service, s.method, s.args, nil)
+			return
+		}
+		_ = s.g.caller.Cast(cctx, node, s.service, s.method, s.args)
+	}()
+}
+
+// counts reports whether an outcome's error is reported under the call's
+// unreachable switch.
+func (s *spec) counts(e *NodeError) bool {
+	return !e.Unreachable() || s.cfg.unreachableAsError
+}
+
+// interrupted is the error of a call whose caller's context ended before
+// the policy reached a decision (ecall's killed master).
+func (s *spec) interrupted(ctx context.Context) error {
+	return fmt.Errorf("group: %s %s.%s: the caller's context ended before a decision (give it more time): %w",
+		s.policy, s.service, s.method, cause(ctx))
+}
+
+// ended reports whether ctx has ended or its deadline has passed (its
+// timer may fire a moment after a transport already reported the
+// deadline).
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
+}
+
+// cause is ctx's cause, or context.DeadlineExceeded when its deadline has
+// passed but its timer has not fired yet.
+func cause(ctx context.Context) error {
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	return context.DeadlineExceeded
+}
+
+// deadlineSlack is how close to its deadline a call must be for a
+// server-side deadline error to count as the deadline's doing.
+const deadlineSlack = 50 * time.Millisecond
+
+// ranOutOfTime reports whether err is a server's report that the call's
+// deadline passed (the handler's context.DeadlineExceeded, or the batch
+// plugin's refusal to start a late entry) and ctx's deadline has indeed
+// come, or is about to.
+func ranOutOfTime(ctx context.Context, err error) bool {
+	d, ok := ctx.Deadline()
+	if !ok || time.Until(d) > deadlineSlack {
+		return false
+	}
+	var se client.ServiceError
+	if !errors.As(err, &se) {
+		return false
+	}
+	text := se.Error()
+	return text == context.DeadlineExceeded.Error() || strings.Contains(text, "deadline passed")
+}

@@ -1,0 +1,147 @@
+package group
+
+import (
+	"context"
+	"sync"
+
+	"github.com/smallnest/rpcx/client"
+
+	"github.com/rpcxbatch/rpcxbatch/selector"
+)
+
+// Caller is the transport a Group calls remote nodes through, by address.
+// *batchclient.Client satisfies it (lanes to batch servers, plain rpcx to
+// the others, so one list may mix both); PlainCaller is the plain-rpcx one.
+type Caller interface {
+	// Call runs service.method at addr and waits for its reply. A
+	// server-side error must come back as an rpcx client.ServiceError;
+	// any other error means the node gave no answer.
+	Call(ctx context.Context, addr, service, method string, args, reply any) error
+	// Cast runs service.method at addr without a reply.
+	Cast(ctx context.Context, addr, service, method string, args any) error
+}
+
+// PlainCaller is a Caller over plain rpcx: one *client.Client per address,
+// connected on first use and reconnected after it broke. Addresses are
+// "host:port" (tcp) or rpcx's "network@host:port". It is safe for
+// concurrent use; Close it when done.
+type PlainCaller struct {
+	opt client.Option
+
+	mu     sync.Mutex
+	conns  map[string]*plainConn
+	closed bool
+}
+
+type plainConn struct {
+	mu sync.Mutex // held while connecting
+	c  *client.Client
+}
+
+var _ Caller = (*PlainCaller)(nil)
+
+// NewPlainCaller returns a PlainCaller whose clients use opt (for example
+// client.DefaultOption).
+func NewPlainCaller(opt client.Option) *PlainCaller {
+	return &PlainCaller{opt: opt, conns: make(map[string]*plainConn)}
+}
+
+// conn returns a connected client for addr.
+func (p *PlainCaller) conn(addr string) (*client.Client, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, client.ErrShutdown
+	}
+	pc := p.conns[addr]
+	if pc == nil {
+		pc = &plainConn{}
+		p.conns[addr] = pc
+	}
+	p.mu.Unlock()
+
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.c != nil && !pc.c.IsShutdown() && !pc.c.IsClosing() {
+		return pc.c, nil
+	}
+	network, host := "tcp", selector.Strip(addr)
+	for i := 0; i < len(host); i++ {
+		if host[i] == '@' {
+			network, host = host[:i], host[i+1:]
+			break
+		}
+	}
+	c := client.NewClient(p.opt)
+	if err := c.Connect(network, host); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		c.Close()
+		return nil, client.ErrShutdown
+	}
+	pc.c = c
+	return c, nil
+}
+
+// Call runs service.method at addr over plain rpcx and waits for the
+// reply or the end of ctx. It waits on rpcx's Go rather than calling
+// rpcx's Call, whose cancellation path races with its own sender (rpcx
+// v1.9.4 reads the call's sequence number while the sending goroutine
+// writes it); a call abandoned here completes when its reply comes or its
+// connection closes.
+func (p *PlainCaller) Call(ctx context.Context, addr, service, method string, args, reply any) error {
+	c, err := p.conn(addr)
+	if err != nil {
+		return err
+	}
+	call := c.Go(ctx, service, method, args, reply, make(chan *client.Call, 1))
+	select {
+	case <-call.Done:
+		return call.Error
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Go starts service.method at addr over plain rpcx and returns at once;
+// the call is sent on done when it completes. A failed connect completes it
+// at once with the error.
+func (p *PlainCaller) Go(ctx context.Context, addr, service, method string, args, reply any, done chan *client.Call) *client.Call {
+	c, err := p.conn(addr)
+	if err != nil {
+		call := &client.Call{ServicePath: service, ServiceMethod: method, Args: args, Reply: reply, Error: err, Done: done}
+		done <- call
+		return call
+	}
+	return c.Go(ctx, service, method, args, reply, done)
+}
+
+// Cast sends service.method to addr as an rpcx oneway call.
+func (p *PlainCaller) Cast(ctx context.Context, addr, service, method string, args any) error {
+	c, err := p.conn(addr)
+	if err != nil {
+		return err
+	}
+	call := c.Go(ctx, service, method, args, nil, make(chan *client.Call, 1))
+	return call.Error
+}
+
+// Close closes every client; later calls fail with client.ErrShutdown.
+func (p *PlainCaller) Close() error {
+	p.mu.Lock()
+	conns := p.conns
+	p.conns, p.closed = map[string]*plainConn{}, true
+	p.mu.Unlock()
+	for _, pc := range conns {
+		pc.mu.Lock()
+		if pc.c != nil {
+			pc.c.Close()
+		}
+		pc.mu.Unlock()
+	}
+	return nil
+}

@@ -1,0 +1,36 @@
+// Package group applies one rpcx call to a set of nodes under one of
+// ecall's group policies, chosen per call:
+//
+//	| function    | nodes contacted | waits for      | success             | failure                     |
+//	|-------------|-----------------|----------------|---------------------|-----------------------------|
+//	| CallOne     | one at a time   | first success  | Result[R]           | Rejections / ErrEmptyNodes  |
+//	| CallAny     | all in parallel | first success  | Result[R]           | Rejections / ErrNoneAvailable |
+//	| CallAll     | all in parallel | all successes  | []Result[R]         | *NodeError / ErrNoneAvailable |
+//	| CallAllWait | all in parallel | all replies    | []Result[R], []*NodeError | never fails           |
+//	| CastOne     | one             | nothing        | nil                 | none reported               |
+//	| CastAll     | all             | nothing        | nil                 | none reported               |
+//
+// Every result and error names its node. The rejection convention is
+// ecall's: a handler that returns an error rejects (ErrRejected), any other
+// return succeeds, a panic is a rejection carrying the panic value
+// (ErrPanic, *PanicError), and a node that gives no answer is its own kind
+// (ErrUnreachable), left out unless Unreachable(true) is passed. All are
+// told apart with errors.Is and errors.As on the *NodeError.
+//
+// A Group holds a Caller (a *batchclient.Client, which takes lanes to
+// batch servers and plain rpcx to the others, so one list may mix both; or
+// a *PlainCaller), a node list (WithNodes, or WithDiscovery following an
+// rpcx ServiceDiscovery) and an optional local node (WithLocal) whose calls
+// run in-process. NewXClient lets an rpcx XClient run these policies when
+// the call's context says so (selector.WithPolicy).
+//
+// Lifetimes: the per-node calls of CallAny, CallAll and CallAllWait run
+// concurrently under the caller's context (started with the Caller's Go
+// when it has one, as *batchclient.Client and *PlainCaller do, so no
+// goroutine per node; in a goroutine per node for the local node, with
+// NodeTimeout, or for other Callers). When a policy
+// returns early they run on to their own end and their results are
+// dropped; none outlives the caller's context (or the transport's own
+// bound on a call). Give ctx a deadline, or pass NodeTimeout, when a node
+// may hang.
+package group

@@ -1,0 +1,140 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/smallnest/rpcx/protocol"
+	"github.com/smallnest/rpcx/share"
+)
+
+// local runs calls to the local node in-process: the services registered
+// with WithLocal, called by reflection with rpcx's method convention
+// func(ctx context.Context, args *A, reply *R) error.
+type local struct {
+	addr     string
+	services map[string]map[string]reflect.Value // service → method → bound method
+}
+
+var (
+	typeOfError   = reflect.TypeFor[error]()
+	typeOfContext = reflect.TypeFor[context.Context]()
+)
+
+// newLocal checks every service and collects its rpcx-shaped methods.
+func newLocal(addr string, services map[string]any) (*local, error) {
+	l := &local{addr: addr, services: make(map[string]map[string]reflect.Value, len(services))}
+	for name, rcvr := range services {
+		v := reflect.ValueOf(rcvr)
+		if !v.IsValid() {
+			return nil, fmt.Errorf("group: WithLocal: service %q is nil; pass the value you register with the rpcx server", name)
+		}
+		methods := make(map[string]reflect.Value)
+		t := v.Type()
+		for i := 0; i < t.NumMethod(); i++ {
+			m := t.Method(i)
+			if m.IsExported() && rpcxShaped(m.Type) {
+				methods[m.Name] = v.Method(i)
+			}
+		}
+		if len(methods) == 0 {
+			return nil, fmt.Errorf("group: WithLocal: service %q (%T) has no method of the form func(context.Context, *Args, *Reply) error", name, rcvr)
+		}
+		l.services[name] = methods
+	}
+	return l, nil
+}
+
+// rpcxShaped reports whether a method type (receiver included) is
+// func(recv, context.Context, A, *R) error.
+func rpcxShaped(t reflect.Type) bool {
+	return t.NumIn() == 4 && t.NumOut() == 1 &&
+		t.In(1) == typeOfContext && t.In(3).Kind() == reflect.Pointer &&
+		t.Out(0) == typeOfError
+}
+
+// errLocalNoMethod is the cause when the local node lacks the method.
+var errLocalNoMethod = errors.New("group: the local node has no such service or method; register it with WithLocal")
+
+// call runs service.method in-process. A returned error and a panic
+// (as *PanicError) are the handler's rejection.
+func (l *local) call(ctx context.Context, service, method string, args, reply any) (err error) {
+	m, ok := l.services[service][method]
+	if !ok {
+		return fmt.Errorf("%w: %s.%s", errLocalNoMethod, service, method)
+	}
+	mt := m.Type()
+	argv, err := convertArg(args, mt.In(1))
+	if err != nil {
+		return err
+	}
+	replyv, copyBack := replyValue(reply, mt.In(2))
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r}
+		}
+	}()
+	out := m.Call([]reflect.Value{reflect.ValueOf(ctx), argv, replyv})
+	if e, _ := out[0].Interface().(error); e != nil {
+		return e
+	}
+	if copyBack {
+		return recode(replyv.Interface(), reply)
+	}
+	return nil
+}
+
+// convertArg gives args the method's argument type: as is, by address or
+// by dereference when only a pointer level differs, and through msgpack
+// otherwise (as the wire would).
+func convertArg(args any, want reflect.Type) (reflect.Value, error) {
+	if args == nil {
+		return reflect.Zero(want), nil
+	}
+	v := reflect.ValueOf(args)
+	switch {
+	case v.Type() == want:
+		return v, nil
+	case want.Kind() == reflect.Pointer && v.Type() == want.Elem():
+		p := reflect.New(want.Elem())
+		p.Elem().Set(v)
+		return p, nil
+	case v.Kind() == reflect.Pointer && v.Type().Elem() == want:
+		return v.Elem(), nil
+	}
+	target := reflect.New(want)
+	if want.Kind() == reflect.Pointer {
+		target = reflect.New(want.Elem())
+	}
+	if err := recode(args, target.Interface()); err != nil {
+		return reflect.Value{}, err
+	}
+	if want.Kind() == reflect.Pointer {
+		return target, nil
+	}
+	return target.Elem(), nil
+}
+
+// replyValue returns the value to pass as the method's reply, and whether
+// it must be copied into reply afterwards (a different type, or none).
+func replyValue(reply any, want reflect.Type) (reflect.Value, bool) {
+	if reply != nil && reflect.TypeOf(reply) == want {
+		return reflect.ValueOf(reply), false
+	}
+	return reflect.New(want.Elem()), reply != nil
+}
+
+// recode copies from into to through msgpack, rpcx's default codec.
+func recode(from, to any) error {
+	cd := share.Codecs[protocol.MsgPack]
+	b, err := cd.Encode(from)
+	if err != nil {
+		return fmt.Errorf("group: local call: encoding %T: %w", from, err)
+	}
+	if err := cd.Decode(b, to); err != nil {
+		return fmt.Errorf("group: local call: decoding into %T: %w", to, err)
+	}
+	return nil
+}

@@ -1,0 +1,249 @@
+package group
+
+import (
+	"context"
+	"math/rand/v2"
+
+	"github.com/rpcxbatch/rpcxbatch/selector"
+)
+
+// The policies below are ecall's group functions. Each takes the caller's
+// context, the group, the rpcx service and method, the arguments, and call
+// options (Unreachable, NodeTimeout, On); R is the reply type (the method's
+// *R reply, as with rpcx). The per-node calls run under contexts derived
+// from ctx: when a policy returns early the calls still running go on to
+// their own end (a reply, or the end of ctx) and their results are dropped.
+// When ctx ends before a policy has decided, it returns an error wrapping
+// ctx's error.
+
+// CallOne tries the nodes one at a time until one succeeds: the local node
+// first if it is in the list, then the others in random order. A node that
+// rejects is recorded and the next is tried; an unreachable node is skipped
+// (recorded with Unreachable(true)). When no node succeeds the error is the
+// Rejections, empty when every node was unreachable; an empty list gives
+// ErrEmptyNodes.
+func CallOne[R any](ctx context.Context, g *Group, service, method string, args any, opts ...CallOption) (Result[R], error) {
+	o, err := g.newSpec("CallOne", service, method, args, newOf[R], opts).callOne(ctx)
+	if err != nil {
+		return Result[R]{}, err
+	}
+	return resultOf[R](o), nil
+}
+
+// CallAny asks every node and takes the first success. If the local node
+// is in the list it is called first and alone; when it succeeds the call is
+// cast to the other nodes and the local result returned without waiting.
+// Otherwise (or when it fails) the other nodes are called in parallel and
+// the first success wins. When every node fails the error is the
+// Rejections (the local one first, then in arrival order); when none could
+// be reached (with the default Unreachable(false)) it is ErrNoneAvailable;
+// an empty list gives ErrEmptyNodes.
+func CallAny[R any](ctx context.Context, g *Group, service, method string, args any, opts ...CallOption) (Result[R], error) {
+	o, err := g.newSpec("CallAny", service, method, args, newOf[R], opts).callAny(ctx)
+	if err != nil {
+		return Result[R]{}, err
+	}
+	return resultOf[R](o), nil
+}
+
+// CallAll asks every node in parallel and needs every one to succeed. The
+// first rejection ends the call with that node's *NodeError (the other
+// nodes' calls have started and go on; their results are dropped). With
+// Unreachable(true) an unreachable node ends it the same way; by default it
+// is skipped. On success the replies come in the order they arrived. When
+// no node could be reached the error is ErrNoneAvailable; an empty list
+// gives ErrEmptyNodes.
+func CallAll[R any](ctx context.Context, g *Group, service, method string, args any, opts ...CallOption) ([]Result[R], error) {
+	os, err := g.newSpec("CallAll", service, method, args, newOf[R], opts).callAll(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return resultsOf[R](os), nil
+}
+
+// CallAllWait asks every node in parallel, waits for every one and returns
+// the replies and the failures (rejections and unreachable nodes), each in
+// arrival order. It never fails: an empty list gives two empty lists, and
+// when ctx ends first every node that has not answered is reported as
+// unreachable with ctx's error. The Unreachable option does not apply.
+func CallAllWait[R any](ctx context.Context, g *Group, service, method string, args any, opts ...CallOption) ([]Result[R], []*NodeError) {
+	os, errs := g.newSpec("CallAllWait", service, method, args, newOf[R], opts).callAllWait(ctx)
+	return resultsOf[R](os), errs
+}
+
+// CastOne runs the call on one node without waiting for or getting a
+// reply: the local node if it is in the list, otherwise a random one. It
+// returns at once; failures are not reported. An empty list gives
+// ErrEmptyNodes. The cast keeps ctx's deadline but not its cancellation.
+func CastOne(ctx context.Context, g *Group, service, method string, args any, opts ...CallOption) error {
+	return g.newSpec("CastOne", service, method, args, nil, opts).castOne(ctx)
+}
+
+// CastAll runs the call on every node of the list (each entry, the local
+// node included) without waiting for or getting replies. It returns at
+// once; failures are not reported. The casts keep ctx's deadline but not
+// its cancellation.
+func CastAll(ctx context.Context, g *Group, service, method string, args any, opts ...CallOption) error {
+	s := g.newSpec("CastAll", service, method, args, nil, opts)
+	for _, n := range s.nodes {
+		s.cast(ctx, n)
+	}
+	return nil
+}
+
+func newOf[R any]() any { return new(R) }
+
+func resultOf[R any](o outcome) Result[R] {
+	return Result[R]{Node: o.node, Value: *o.reply.(*R)}
+}
+
+func resultsOf[R any](os []outcome) []Result[R] {
+	out := make([]Result[R], len(os))
+	for i, o := range os {
+		out[i] = resultOf[R](o)
+	}
+	return out
+}
+
+func (s *spec) callOne(ctx context.Context) (outcome, error) {
+	if len(s.nodes) == 0 {
+		return outcome{}, ErrEmptyNodes
+	}
+	errs := Rejections{}
+	for _, n := range selector.Order(s.nodes, s.g.Local()) {
+		o := s.call(ctx, n)
+		if o.err == nil {
+			return o, nil
+		}
+		if ended(ctx) {
+			return outcome{}, s.interrupted(ctx)
+		}
+		if s.counts(o.err) {
+			errs = append(errs, o.err)
+		}
+	}
+	return outcome{}, errs
+}
+
+func (s *spec) callAny(ctx context.Context) (outcome, error) {
+	if len(s.nodes) == 0 {
+		return outcome{}, ErrEmptyNodes
+	}
+	rest := s.nodes
+	errs := Rejections{}
+	if li := s.localIndex(); li >= 0 {
+		o := s.call(ctx, s.nodes[li])
+		rest = append(s.nodes[:li:li], s.nodes[li+1:]...)
+		if o.err == nil {
+			for _, n := range rest {
+				s.cast(ctx, n)
+			}
+			return o, nil
+		}
+		if ended(ctx) {
+			return outcome{}, s.interrupted(ctx)
+		}
+		errs = append(errs, o.err) // a local call is never unreachable
+	}
+	f := s.fanOut(ctx, rest)
+	for range rest {
+		o, ok := f.next()
+		if !ok {
+			return outcome{}, s.interrupted(ctx)
+		}
+		if o.err == nil {
+			return o, nil
+		}
+		if ended(ctx) {
+			return outcome{}, s.interrupted(ctx)
+		}
+		if s.counts(o.err) {
+			errs = append(errs, o.err)
+		}
+	}
+	if len(errs) == 0 {
+		return outcome{}, ErrNoneAvailable
+	}
+	return outcome{}, errs
+}
+
+func (s *spec) callAll(ctx context.Context) ([]outcome, error) {
+	if len(s.nodes) == 0 {
+		return nil, ErrEmptyNodes
+	}
+	f := s.fanOut(ctx, s.nodes)
+	oks := make([]outcome, 0, len(s.nodes))
+	for range s.nodes {
+		o, ok := f.next()
+		if !ok {
+			return nil, s.interrupted(ctx)
+		}
+		if o.err == nil {
+			oks = append(oks, o)
+			continue
+		}
+		if ended(ctx) {
+			return nil, s.interrupted(ctx)
+		}
+		if s.counts(o.err) {
+			return nil, o.err
+		}
+	}
+	if len(oks) == 0 {
+		return nil, ErrNoneAvailable
+	}
+	return oks, nil
+}
+
+func (s *spec) callAllWait(ctx context.Context) ([]outcome, []*NodeError) {
+	oks, errs := []outcome{}, []*NodeError{}
+	f := s.fanOut(ctx, s.nodes)
+	owed := make(map[string]int, len(s.nodes)) // answers each node still owes
+	for _, n := range s.nodes {
+		owed[n]++
+	}
+	for range s.nodes {
+		o, ok := f.next()
+		if !ok {
+			// Every node that has not answered is reported unreachable,
+			// with the context's error, in list order.
+			for _, n := range s.nodes {
+				if owed[n] > 0 {
+					owed[n]--
+					errs = append(errs, &NodeError{Node: n, Err: cause(ctx), kind: ErrUnreachable})
+				}
+			}
+			return oks, errs
+		}
+		owed[o.node]--
+		if o.err == nil {
+			oks = append(oks, o)
+		} else {
+			errs = append(errs, o.err)
+		}
+	}
+	return oks, errs
+}
+
+func (s *spec) castOne(ctx context.Context) error {
+	if len(s.nodes) == 0 {
+		return ErrEmptyNodes
+	}
+	if li := s.localIndex(); li >= 0 {
+		s.cast(ctx, s.nodes[li])
+		return nil
+	}
+	s.cast(ctx, s.nodes[rand.IntN(len(s.nodes))])
+	return nil
+}
+
+// localIndex returns the index of the first entry naming the local node,
+// or -1.
+func (s *spec) localIndex() int {
+	for i, n := range s.nodes {
+		if s.g.isLocal(n) {
+			return i
+		}
+	}
+	return -1
+}
