@@ -6,287 +6,28 @@ package batchclient_test
 // restarted at the same address.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/smallnest/rpcx/server"
+	"github.com/smallnest/rpcx/client"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
-	"github.com/rpcxbatch/rpcxbatch/batchserver"
+	"github.com/rpcxbatch/rpcxbatch/internal/childproc"
 	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
 )
 
-const (
-	faultChildEnv     = "RPCXBATCH_CHILD"
-	faultChildAddrEnv = "RPCXBATCH_CHILD_ADDR"
-)
-
 func TestMain(m *testing.M) {
-	if os.Getenv(faultChildEnv) == "1" {
-		os.Exit(faultChildServer())
-	}
+	childproc.RunIfChild()
 	os.Exit(m.Run())
-}
-
-// FaultProbe lets a test ask a child server how many batched calls it has
-// started, so it knows when its calls have reached the server.
-type FaultProbe struct{ p *batchserver.Plugin }
-
-// Calls returns the server's rpcxbatch.server.calls counter.
-func (f *FaultProbe) Calls(_ context.Context, _ *testsvc.Args, r *testsvc.Reply) error {
-	r.C = int(f.p.Metrics().Get("rpcxbatch.server.calls").(interface{ Count() int64 }).Count())
-	return nil
-}
-
-// faultChildServer is the child process: it serves Arith, Echo and
-// FaultProbe with the batch plugin at $RPCXBATCH_CHILD_ADDR, prints its
-// address, its incarnation and READY, and exits when its stdin closes (the
-// parent is gone).
-func faultChildServer() int {
-	addr := os.Getenv(faultChildAddrEnv)
-	s := server.NewServer()
-	p, err := batchserver.New(s)
-	if err == nil {
-		err = errors.Join(
-			s.RegisterName("Arith", new(testsvc.Arith), ""),
-			s.RegisterName("Echo", new(testsvc.Echo), ""),
-			s.RegisterName("FaultProbe", &FaultProbe{p: p}, ""))
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child: setup:", err)
-		return 2
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- s.Serve("tcp", addr) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.Address() == nil {
-		select {
-		case err := <-errc:
-			fmt.Fprintln(os.Stderr, "child: serve:", err)
-			return 3
-		case <-time.After(time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			fmt.Fprintln(os.Stderr, "child: server did not start")
-			return 4
-		}
-	}
-	fmt.Printf("ADDR %s\nINC %d\nREADY\n", s.Address().String(), p.Incarnation())
-	go func() {
-		io.Copy(io.Discard, os.Stdin)
-		os.Exit(0)
-	}()
-	fmt.Fprintln(os.Stderr, "child: serve:", <-errc)
-	return 5
-}
-
-// faultChild is a child server process.
-type faultChild struct {
-	t        testing.TB
-	cmd      *exec.Cmd
-	addr     string
-	inc      uint64
-	stdin    *os.File // closing it makes the child exit
-	exited   chan struct{}
-	stderr   *faultTail
-	stopped  atomic.Bool
-	killOnce sync.Once
-}
-
-// faultTail keeps the last bytes written to it.
-type faultTail struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (w *faultTail) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	w.buf = append(w.buf, p...)
-	if len(w.buf) > 16<<10 {
-		w.buf = append(w.buf[:0], w.buf[len(w.buf)-8<<10:]...)
-	}
-	w.mu.Unlock()
-	return len(p), nil
-}
-
-func (w *faultTail) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return string(w.buf)
-}
-
-// faultLines sends each complete line written to it on lines.
-type faultLines struct {
-	mu    sync.Mutex
-	buf   []byte
-	lines chan string
-}
-
-func (w *faultLines) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, p...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			break
-		}
-		select {
-		case w.lines <- string(w.buf[:i]):
-		default:
-		}
-		w.buf = w.buf[i+1:]
-	}
-	return len(p), nil
-}
-
-// startFaultChild starts a child server at addr ("127.0.0.1:0" for a free
-// port), retrying while the address cannot be bound yet. It is killed in
-// t.Cleanup.
-func startFaultChild(t testing.TB, addr string) *faultChild {
-	t.Helper()
-	var lastErr error
-	for attempt := 0; attempt < 20; attempt++ {
-		ch, err := tryFaultChild(t, addr)
-		if err == nil {
-			return ch
-		}
-		lastErr = err
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("child server at %s did not start: %v", addr, lastErr)
-	return nil
-}
-
-func tryFaultChild(t testing.TB, addr string) (*faultChild, error) {
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	out := &faultLines{lines: make(chan string, 16)}
-	ch := &faultChild{t: t, stdin: inW, exited: make(chan struct{}), stderr: &faultTail{}}
-	ch.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	ch.cmd.Env = append(os.Environ(), faultChildEnv+"=1", faultChildAddrEnv+"="+addr)
-	ch.cmd.Stdin, ch.cmd.Stdout, ch.cmd.Stderr = inR, out, ch.stderr
-	if err := ch.cmd.Start(); err != nil {
-		inR.Close()
-		inW.Close()
-		return nil, err
-	}
-	inR.Close()
-	go func() {
-		ch.cmd.Wait()
-		close(ch.exited)
-	}()
-	t.Cleanup(func() {
-		ch.kill()
-		if t.Failed() {
-			t.Logf("stderr of child %s (pid %d):\n%s", ch.addr, ch.cmd.Process.Pid, ch.stderr)
-		}
-	})
-	timeout := time.After(15 * time.Second)
-	for {
-		select {
-		case line := <-out.lines:
-			switch {
-			case strings.HasPrefix(line, "ADDR "):
-				ch.addr = strings.TrimPrefix(line, "ADDR ")
-			case strings.HasPrefix(line, "INC "):
-				ch.inc, err = strconv.ParseUint(strings.TrimPrefix(line, "INC "), 10, 64)
-				if err != nil {
-					return nil, err
-				}
-			case line == "READY":
-				return ch, nil
-			}
-		case <-ch.exited:
-			return nil, fmt.Errorf("child exited before READY: %s", strings.TrimSpace(ch.stderr.String()))
-		case <-timeout:
-			ch.kill()
-			return nil, errors.New("child not READY within 15 s")
-		}
-	}
-}
-
-func (ch *faultChild) signal(sig syscall.Signal) {
-	ch.t.Helper()
-	require.NoError(ch.t, ch.cmd.Process.Signal(sig))
-}
-
-// freeze sends SIGSTOP and waits until every thread of the child is
-// stopped: kill(2) returns before the signal has taken effect.
-func (ch *faultChild) freeze() {
-	ch.t.Helper()
-	ch.stopped.Store(true)
-	ch.signal(syscall.SIGSTOP)
-	deadline := time.Now().Add(5 * time.Second)
-	for !ch.allStopped() {
-		if time.Now().After(deadline) {
-			ch.t.Fatalf("child %d not stopped within 5 s of SIGSTOP", ch.cmd.Process.Pid)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// allStopped reports whether /proc shows every thread of the child in
-// state T (stopped).
-func (ch *faultChild) allStopped() bool {
-	dir := fmt.Sprintf("/proc/%d/task", ch.cmd.Process.Pid)
-	tasks, err := os.ReadDir(dir)
-	if err != nil || len(tasks) == 0 {
-		return false
-	}
-	for _, task := range tasks {
-		b, err := os.ReadFile(dir + "/" + task.Name() + "/stat")
-		if err != nil {
-			return false
-		}
-		// The state follows the parenthesised command name.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
-			return false
-		}
-	}
-	return true
-}
-
-// thaw sends SIGCONT.
-func (ch *faultChild) thaw() {
-	ch.t.Helper()
-	ch.signal(syscall.SIGCONT)
-	ch.stopped.Store(false)
-}
-
-// kill sends SIGKILL (after SIGCONT if frozen) and waits, bounded, for the
-// process to be gone. Idempotent.
-func (ch *faultChild) kill() {
-	ch.killOnce.Do(func() {
-		if ch.stopped.Load() {
-			ch.cmd.Process.Signal(syscall.SIGCONT)
-		}
-		ch.cmd.Process.Signal(syscall.SIGKILL)
-		ch.stdin.Close()
-		select {
-		case <-ch.exited:
-		case <-time.After(5 * time.Second):
-			ch.t.Errorf("child %d did not exit within 5 s of SIGKILL", ch.cmd.Process.Pid)
-		}
-	})
 }
 
 // faultProbeCalls returns how many batched calls the child has started.
@@ -294,7 +35,7 @@ func faultProbeCalls(t testing.TB, c *batchclient.Client, addr string) int {
 	t.Helper()
 	var r testsvc.Reply
 	start := time.Now()
-	err := c.Call(ctxT(t, 10*time.Second), addr, "FaultProbe", "Calls", &testsvc.Args{}, &r)
+	err := c.Call(ctxT(t, 10*time.Second), addr, "Probe", "Calls", &testsvc.Args{}, &r)
 	require.NoError(t, err, "probe of %s after %v: %+v", addr, time.Since(start), c.Info(addr))
 	if d := time.Since(start); d > time.Second {
 		t.Logf("slow probe of %s: %v", addr, d)
@@ -309,27 +50,27 @@ type faultResult struct {
 	at  time.Time
 }
 
-// faultFire starts n calls of method with args(i) in goroutines; done is
+// faultFire starts n calls of method with args(i), as Go calls (no
+// goroutine each: the race detector allows only 8128 at once); done is
 // closed when all have returned.
 func faultFire(c *batchclient.Client, ctx context.Context, addr, method string, n int, args func(i int) testsvc.Args) (res []faultResult, returned *atomic.Int64, done chan struct{}) {
 	res = make([]faultResult, n)
 	returned = new(atomic.Int64)
 	done = make(chan struct{})
-	var wg sync.WaitGroup
+	completed := make(chan *client.Call, n)
+	index := make(map[*client.Call]int, n)
 	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			a := args(i)
-			var r testsvc.Reply
-			err := c.Call(ctx, addr, "Arith", method, &a, &r)
-			res[i] = faultResult{err: err, c: r.C, at: time.Now()}
-			returned.Add(1)
-		}(i)
+		a := args(i)
+		index[c.Go(ctx, addr, "Arith", method, &a, &testsvc.Reply{}, completed)] = i
 	}
 	go func() {
-		wg.Wait()
-		close(done)
+		defer close(done)
+		for range n {
+			call := <-completed
+			i := index[call]
+			res[i] = faultResult{err: call.Error, c: call.Reply.(*testsvc.Reply).C, at: time.Now()}
+			returned.Add(1)
+		}
 	}()
 	return res, returned, done
 }
@@ -345,26 +86,26 @@ func faultWait(done <-chan struct{}, d time.Duration) bool {
 }
 
 func TestFaultKillFailsCallsInFlight(t *testing.T) {
-	child := startFaultChild(t, "127.0.0.1:0")
+	child := childproc.Start(t, "127.0.0.1:0")
 	c := newClient(t)
-	waitConnected(t, c, child.addr)
+	waitConnected(t, c, child.Addr())
 	var r testsvc.Reply
-	require.NoError(t, c.Call(ctxT(t, 5*time.Second), child.addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 3}, &r))
+	require.NoError(t, c.Call(ctxT(t, 5*time.Second), child.Addr(), "Arith", "Mul", &testsvc.Args{A: 2, B: 3}, &r))
 	require.Equal(t, 6, r.C)
 
 	runtime.GC()
 	before := runtime.NumGoroutine()
-	startedBefore := faultProbeCalls(t, c, child.addr)
+	startedBefore := faultProbeCalls(t, c, child.Addr())
 
-	const n = 2000
+	const n = 10000
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, returned, done := faultFire(c, ctx, child.addr, "Sleep", n, func(i int) testsvc.Args { return testsvc.Args{A: 10000, B: i} })
+	res, returned, done := faultFire(c, ctx, child.Addr(), "Sleep", n, func(i int) testsvc.Args { return testsvc.Args{A: 10000, B: i} })
 	// Every call must be running on the server before the kill.
 	deadline := time.Now().Add(15 * time.Second)
 	for probes := 1; ; probes++ {
 		// Each probe counts itself.
-		started := faultProbeCalls(t, c, child.addr) - startedBefore - probes
+		started := faultProbeCalls(t, c, child.Addr()) - startedBefore - probes
 		if started >= n {
 			break
 		}
@@ -376,7 +117,7 @@ func TestFaultKillFailsCallsInFlight(t *testing.T) {
 	require.Zero(t, returned.Load(), "calls returned before the kill")
 
 	killAt := time.Now()
-	child.kill()
+	child.Kill()
 	if !faultWait(done, 10*time.Second) {
 		t.Fatalf("%d of %d calls still hang 10 s after SIGKILL", n-int(returned.Load()), n)
 	}
@@ -418,14 +159,14 @@ func TestFaultKillFailsCallsInFlight(t *testing.T) {
 }
 
 func TestFaultFreezeDetectedByHeartbeat(t *testing.T) {
-	a := startFaultChild(t, "127.0.0.1:0")
-	b := startFaultChild(t, "127.0.0.1:0")
+	a := childproc.Start(t, "127.0.0.1:0")
+	b := childproc.Start(t, "127.0.0.1:0")
 	c := newClient(t)
 	opts := c.Options()
-	waitConnected(t, c, a.addr)
-	waitConnected(t, c, b.addr)
+	waitConnected(t, c, a.Addr())
+	waitConnected(t, c, b.Addr())
 	var r testsvc.Reply
-	for _, addr := range []string{a.addr, b.addr} {
+	for _, addr := range []string{a.Addr(), b.Addr()} {
 		require.NoError(t, c.Call(ctxT(t, 5*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 3}, &r))
 	}
 
@@ -450,7 +191,7 @@ func TestFaultFreezeDetectedByHeartbeat(t *testing.T) {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				var r testsvc.Reply
-				err := c.Call(ctx, b.addr, "Arith", "Mul", &testsvc.Args{A: w, B: i}, &r)
+				err := c.Call(ctx, b.Addr(), "Arith", "Mul", &testsvc.Args{A: w, B: i}, &r)
 				cancel()
 				if err == nil && r.C != w*i {
 					err = fmt.Errorf("B: %d*%d gave %d", w, i, r.C)
@@ -478,11 +219,11 @@ func TestFaultFreezeDetectedByHeartbeat(t *testing.T) {
 
 	stopAt := time.Now()
 	bBefore := bOK.Load()
-	a.freeze()
+	a.Freeze()
 	const n = 200
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, returned, done := faultFire(c, ctx, a.addr, "Mul", n, func(i int) testsvc.Args { return testsvc.Args{A: i, B: 2} })
+	res, returned, done := faultFire(c, ctx, a.Addr(), "Mul", n, func(i int) testsvc.Args { return testsvc.Args{A: i, B: 2} })
 	bound := opts.HeartbeatTimeout + time.Second
 	if !faultWait(done, bound+5*time.Second) {
 		t.Fatalf("%d of %d calls to frozen A still hang %v after SIGSTOP", n-int(returned.Load()), n, time.Since(stopAt))
@@ -499,7 +240,7 @@ func TestFaultFreezeDetectedByHeartbeat(t *testing.T) {
 	for downCalls == 0 || time.Since(detectedAt) < opts.DialTimeout-500*time.Millisecond {
 		start := time.Now()
 		var r testsvc.Reply
-		err := c.Call(ctx, a.addr, "Arith", "Mul", &testsvc.Args{A: 1, B: 1}, &r)
+		err := c.Call(ctx, a.Addr(), "Arith", "Mul", &testsvc.Args{A: 1, B: 1}, &r)
 		lat := time.Since(start)
 		require.Error(t, err, "call to frozen A succeeded")
 		require.Less(t, lat, opts.DialTimeout+time.Second, "call to frozen A waited too long: %v", err)
@@ -555,13 +296,13 @@ func TestFaultFreezeDetectedByHeartbeat(t *testing.T) {
 	assert.GreaterOrEqual(t, bDuring, int64(300), "too few calls to B completed while A was frozen")
 
 	contAt := time.Now()
-	a.thaw()
+	a.Thaw()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		in := c.Info(a.addr)
+		in := c.Info(a.Addr())
 		if in.Status == batchclient.Connected {
-			t.Logf("freeze: reconnected to A %v after SIGCONT (incarnation unchanged: %v)", time.Since(contAt), in.Incarnation == a.inc)
-			assert.Equal(t, a.inc, in.Incarnation)
+			t.Logf("freeze: reconnected to A %v after SIGCONT (incarnation unchanged: %v)", time.Since(contAt), in.Incarnation == a.Incarnation())
+			assert.Equal(t, a.Incarnation(), in.Incarnation)
 			break
 		}
 		if time.Now().After(deadline) {
@@ -570,21 +311,21 @@ func TestFaultFreezeDetectedByHeartbeat(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	for i := 0; i < 100; i++ {
-		require.NoError(t, c.Call(ctxT(t, 5*time.Second), a.addr, "Arith", "Mul", &testsvc.Args{A: i, B: 5}, &r))
+		require.NoError(t, c.Call(ctxT(t, 5*time.Second), a.Addr(), "Arith", "Mul", &testsvc.Args{A: i, B: 5}, &r))
 		require.Equal(t, i*5, r.C)
 	}
 }
 
 func TestFaultRestartAtSameAddress(t *testing.T) {
-	first := startFaultChild(t, "127.0.0.1:0")
-	addr := first.addr
+	first := childproc.Start(t, "127.0.0.1:0")
+	addr := first.Addr()
 	c := newClient(t, batchclient.WithReconnect(20*time.Millisecond, 200*time.Millisecond))
 	waitConnected(t, c, addr)
 	var r testsvc.Reply
 	require.NoError(t, c.Call(ctxT(t, 5*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 3}, &r))
 	in := c.Info(addr)
 	require.Equal(t, batchclient.Connected, in.Status)
-	require.Equal(t, first.inc, in.Incarnation)
+	require.Equal(t, first.Incarnation(), in.Incarnation)
 	inc1 := in.Incarnation
 
 	// Calls in flight at the kill: each fails or returns its own B=1.
@@ -598,11 +339,11 @@ func TestFaultRestartAtSameAddress(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	killAt := time.Now()
-	first.kill()
+	first.Kill()
 
-	second := startFaultChild(t, addr)
+	second := childproc.Start(t, addr)
 	readyAt := time.Now()
-	require.NotEqual(t, inc1, second.inc, "the new server drew the same incarnation")
+	require.NotEqual(t, inc1, second.Incarnation(), "the new server drew the same incarnation")
 	deadline = time.Now().Add(10 * time.Second)
 	for {
 		in = c.Info(addr)
@@ -616,7 +357,7 @@ func TestFaultRestartAtSameAddress(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	assert.Equal(t, second.inc, in.Incarnation)
+	assert.Equal(t, second.Incarnation(), in.Incarnation)
 
 	if !faultWait(doneBefore, 10*time.Second) {
 		t.Fatalf("%d of %d calls made before the kill still hang", nBefore-int(returnedBefore.Load()), nBefore)
@@ -645,5 +386,5 @@ func TestFaultRestartAtSameAddress(t *testing.T) {
 			assert.Equal(t, 1000+i, rs.c, "call %d after the restart got another call's reply", i)
 		}
 	}
-	assert.Equal(t, second.inc, c.Info(addr).Incarnation)
+	assert.Equal(t, second.Incarnation(), c.Info(addr).Incarnation)
 }

@@ -1,0 +1,105 @@
+package childproc
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	rlog "github.com/smallnest/rpcx/log"
+	"github.com/smallnest/rpcx/server"
+
+	"github.com/rpcxbatch/rpcxbatch/batchserver"
+	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
+)
+
+// Probe is the child's introspection service.
+type Probe struct {
+	p *batchserver.Plugin
+
+	mu        sync.Mutex
+	next      map[uint32]uint32 // per key: the sequence number expected next
+	received  int
+	reordered int
+}
+
+// Calls returns how many batched calls the child has started.
+func (pr *Probe) Calls(_ context.Context, _ *testsvc.Args, r *testsvc.Reply) error {
+	r.C = int(pr.p.Metrics().Get("rpcxbatch.server.calls").(interface{ Count() int64 }).Count())
+	return nil
+}
+
+// SendStats reports the sends received by the "seq" handler: A is how many
+// arrived, B how many arrived with a lower sequence number than one already
+// seen for their key (out of order; a gap is not counted: sends may be lost
+// with a connection, not reordered).
+func (pr *Probe) SendStats(_ context.Context, _ *testsvc.Args, r *testsvc.Args) error {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	r.A, r.B = pr.received, pr.reordered
+	return nil
+}
+
+// seq is the "seq" send handler: payload is key (4 bytes) and sequence
+// number (4 bytes), big endian.
+func (pr *Probe) seq(_ context.Context, payload []byte) {
+	if len(payload) < 8 {
+		return
+	}
+	key, n := binary.BigEndian.Uint32(payload), binary.BigEndian.Uint32(payload[4:])
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.received++
+	if n < pr.next[key] {
+		pr.reordered++
+		return
+	}
+	pr.next[key] = n + 1
+}
+
+// serve is the child process: it serves Arith, Echo and Probe with the
+// batch plugin at addr, prints its address, its incarnation and READY, and
+// exits when its stdin closes (the parent is gone).
+func serve(addr string) int {
+	rlog.SetDummyLogger()
+	s := server.NewServer()
+	p, err := batchserver.New(s)
+	pr := &Probe{p: p, next: make(map[uint32]uint32)}
+	if err == nil {
+		err = errors.Join(
+			s.RegisterName("Arith", new(testsvc.Arith), ""),
+			s.RegisterName("Echo", new(testsvc.Echo), ""),
+			s.RegisterName("Probe", pr, ""),
+			p.HandleSend("seq", pr.seq))
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child: setup:", err)
+		return 2
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve("tcp", addr) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Address() == nil {
+		select {
+		case err := <-errc:
+			fmt.Fprintln(os.Stderr, "child: serve:", err)
+			return 3
+		case <-time.After(time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintln(os.Stderr, "child: server did not start")
+			return 4
+		}
+	}
+	fmt.Printf("ADDR %s\nINC %d\nREADY\n", s.Address().String(), p.Incarnation())
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}()
+	fmt.Fprintln(os.Stderr, "child: serve:", <-errc)
+	return 5
+}
