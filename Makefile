@@ -4,7 +4,7 @@ GO ?= go
 RACE_DIRS = codec batchserver batchclient group selector plugin
 RACE_PKGS = $(foreach d,$(RACE_DIRS),$(if $(wildcard $(d)/*.go),./$(d)/...))
 
-.PHONY: test vet race unit bench example group-example fuzz fmt-check
+.PHONY: test vet race unit bench example group-example fuzz fuzz-long soak perf perf-quick fmt-check
 
 test: fmt-check vet race
 
@@ -33,6 +33,20 @@ group-example:
 
 # A short fuzz of every decoder (CI-sized); FUZZTIME sets the time per target.
 FUZZTIME ?= 15s
+fuzz-long:
+	$(MAKE) fuzz FUZZTIME=2m
+
+# The reliability suite's long forms: 1,000,000 integrity calls and the rest.
+soak:
+	RPCXBATCH_SOAK=1 $(GO) test -count=1 -timeout 60m -v -run . ./reliability/
+
+# Side-by-side harness: plain rpcx vs rpcxbatch, server in its own process.
+perf-quick:
+	$(GO) run ./perf -preset quick
+
+perf:
+	$(GO) run ./perf -preset full
+
 fuzz:
 	@for t in FuzzDecodeBatch FuzzDecodeReplies FuzzDecodeHandshake FuzzDecodeCredit FuzzReadMessage; do \
 		$(GO) test ./codec -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; \

@@ -323,6 +323,9 @@ func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string
 // and returns its id.
 func (c *Client) submit(ctx context.Context, l *lane, kind codec.Kind, pc *pendingCall) (uint64, error) {
 	call := pc.call
+	if err := l.admit(ctx.Done(), ctx.Err); err != nil {
+		return 0, err
+	}
 	e, err := c.newEntry(ctx, kind, call.ServicePath, call.ServiceMethod, call.Args)
 	if err != nil {
 		return 0, err

@@ -2,6 +2,7 @@ package batchclient
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -177,6 +178,40 @@ func (l *lane) enqueue(e *entry, done <-chan struct{}, ctxErr func() error) erro
 		return fmt.Errorf("%w: %d bytes, cap %d", ErrTooLarge, e.size, l.frameBytes)
 	}
 	l.qmu.Lock()
+	if err := l.roomLocked(e.size, done, ctxErr); err != nil {
+		return err
+	}
+	l.queue = append(l.queue, e)
+	l.qLen.Store(int32(len(l.queue)))
+	l.qBytes += e.size
+	first := len(l.queue) == 1
+	l.qmu.Unlock()
+	if first {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// admit applies the overflow policy before the caller encodes anything: a
+// caller that would find the queue full fails, or waits, without first
+// allocating its payload. enqueue checks again with the real size.
+func (l *lane) admit(done <-chan struct{}, ctxErr func() error) error {
+	l.qmu.Lock()
+	if err := l.roomLocked(1, done, ctxErr); err != nil {
+		return err
+	}
+	l.qmu.Unlock()
+	return nil
+}
+
+// roomLocked returns, with qmu held, once the queue has room for an entry
+// of size bytes (an entry larger than QueueBytes fits an empty queue); or
+// it fails with qmu released: the lane's error, ErrOverloaded (fail-fast
+// policy), or the context's error (block policy).
+func (l *lane) roomLocked(size int, done <-chan struct{}, ctxErr func() error) error {
 	for {
 		select {
 		case <-l.dead:
@@ -185,8 +220,8 @@ func (l *lane) enqueue(e *entry, done <-chan struct{}, ctxErr func() error) erro
 			return err
 		default:
 		}
-		if len(l.queue) < l.c.opts.QueueEntries && (l.qBytes+e.size <= l.c.opts.QueueBytes || len(l.queue) == 0) {
-			break
+		if len(l.queue) < l.c.opts.QueueEntries && (l.qBytes+size <= l.c.opts.QueueBytes || len(l.queue) == 0) {
+			return nil
 		}
 		if l.c.opts.Overflow == OverflowFailFast {
 			l.qmu.Unlock()
@@ -203,18 +238,6 @@ func (l *lane) enqueue(e *entry, done <-chan struct{}, ctxErr func() error) erro
 		}
 		l.qmu.Lock()
 	}
-	l.queue = append(l.queue, e)
-	l.qLen.Store(int32(len(l.queue)))
-	l.qBytes += e.size
-	first := len(l.queue) == 1
-	l.qmu.Unlock()
-	if first {
-		select {
-		case l.wake <- struct{}{}:
-		default:
-		}
-	}
-	return nil
 }
 
 func (l *lane) queued() int { return int(l.qLen.Load()) }
@@ -339,9 +362,27 @@ func (l *lane) writeFrame(buf []byte, frameSeq uint64, batch []*entry) ([]byte, 
 	codec.FinishMessage(buf, mark)
 	l.c.metrics.frames.Inc(1)
 	l.c.metrics.batchSize.Update(int64(len(batch)))
-	l.conn.SetWriteDeadline(now.Add(l.c.opts.HeartbeatTimeout))
-	_, err := l.conn.Write(buf)
-	return buf, err
+	return buf, l.write(buf)
+}
+
+// write writes b whole. Each attempt is bounded by HeartbeatTimeout, and a
+// write that times out goes on while the peer is still heard from (replies,
+// credits, heartbeats): a big frame to a busy peer may take long, a frozen
+// peer stops being heard from and the write fails.
+func (l *lane) write(b []byte) error {
+	for {
+		l.conn.SetWriteDeadline(time.Now().Add(l.c.opts.HeartbeatTimeout))
+		n, err := l.conn.Write(b)
+		b = b[n:]
+		if err == nil {
+			return nil
+		}
+		var ne net.Error
+		quiet := time.Since(time.Unix(0, l.lastRecv.Load()))
+		if !errors.As(err, &ne) || !ne.Timeout() || quiet > l.c.opts.HeartbeatTimeout {
+			return err
+		}
+	}
 }
 
 // heartbeat gives up on a peer that sent nothing for HeartbeatTimeout and
@@ -359,9 +400,7 @@ func (l *lane) heartbeat(buf *[]byte) error {
 	h.SetMessageType(protocol.Request)
 	h.SetHeartbeat(true)
 	*buf = codec.AppendMessage((*buf)[:0], &h, "", "", nil, nil)
-	l.conn.SetWriteDeadline(time.Now().Add(l.c.opts.HeartbeatTimeout))
-	_, err := l.conn.Write(*buf)
-	return err
+	return l.write(*buf)
 }
 
 func (l *lane) readLoop() {

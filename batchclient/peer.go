@@ -219,8 +219,14 @@ func (p *peer) dial() (net.Conn, codec.Handshake, error) {
 	if err != nil {
 		return nil, hs, err
 	}
-	if p.c.opts.TLSConfig != nil {
-		tc := tls.Client(conn, p.c.opts.TLSConfig)
+	if cfg := p.c.opts.TLSConfig; cfg != nil {
+		if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
+			// As tls.Dial does: verify the certificate against the host
+			// dialed.
+			cfg = cfg.Clone()
+			cfg.ServerName, _, _ = net.SplitHostPort(p.addr)
+		}
+		tc := tls.Client(conn, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			conn.Close()
 			return nil, hs, err

@@ -74,6 +74,7 @@ func serve(addr string) int {
 			s.RegisterName("Arith", new(testsvc.Arith), ""),
 			s.RegisterName("Echo", new(testsvc.Echo), ""),
 			s.RegisterName("Probe", pr, ""),
+			s.RegisterName("Slow", new(testsvc.Slow), ""),
 			p.HandleSend("seq", pr.seq))
 	}
 	if err != nil {

@@ -20,6 +20,9 @@ import (
 // ErrNoCodec is returned for a serialize type with no registered codec.
 var ErrNoCodec = errors.New("rpcxbatch: no rpcx codec is registered for this serialize type")
 
+// maxPooledBuffer is the largest encode scratch buffer kept for reuse.
+const maxPooledBuffer = 1 << 10
+
 var (
 	bufPool    = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 	readerPool = sync.Pool{New: func() any { return new(bytes.Reader) }}
@@ -55,7 +58,10 @@ func Encode(st protocol.SerializeType, v any) ([]byte, error) {
 	err := enc.Encode(v)
 	msgpack.PutEncoder(enc)
 	out := bytes.Clone(buf.Bytes())
-	if buf.Cap() <= 64<<10 {
+	// Only small scratch buffers go back: under overload every caller
+	// encoding at once leaves one in the pool, and large ones would make
+	// the pool hold payload-sized memory per caller.
+	if buf.Cap() <= maxPooledBuffer {
 		bufPool.Put(buf)
 	}
 	return out, err

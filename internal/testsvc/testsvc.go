@@ -111,3 +111,16 @@ func Serve(s *server.Server) (addr string, stop func(), err error) {
 	}
 	return s.Address().(*net.TCPAddr).String(), func() { s.Close() }, nil
 }
+
+// Slow is a test service that takes its time: overload tests cast to it.
+type Slow struct{}
+
+// Take sleeps 2 ms and returns the payload's length.
+func (Slow) Take(ctx context.Context, b *[]byte, n *int) error {
+	select {
+	case <-time.After(2 * time.Millisecond):
+	case <-ctx.Done():
+	}
+	*n = len(*b)
+	return nil
+}

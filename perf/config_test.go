@@ -1,0 +1,129 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseDefaults(t *testing.T) {
+	c, err := parseConfig(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "sweep", c.Mode)
+	require.Len(t, c.Sweeps, 1)
+	assert.Equal(t, []string{"call", "cast", "send"}, c.Sweeps[0].Ops)
+	assert.Equal(t, []string{"data"}, c.Sweeps[0].Payloads)
+	assert.Equal(t, []int{1, 100, 1000, 10000}, c.Sweeps[0].Writers)
+	assert.Equal(t, []int{0}, c.Sweeps[0].PacesMS)
+}
+
+func TestParseLists(t *testing.T) {
+	c, err := parseConfig([]string{"-ops", "send, call", "-payload", "tiny,binary_1mib", "-writers", "2,10_000",
+		"-pace", "0,100", "-messages", "7", "-point-timeout", "3s", "-total-bytes", "64MiB"}, io.Discard)
+	require.NoError(t, err)
+	s := c.Sweeps[0]
+	assert.Equal(t, []string{"send", "call"}, s.Ops)
+	assert.Equal(t, []string{"tiny", "binary_1mib"}, s.Payloads)
+	assert.Equal(t, []int{2, 10000}, s.Writers)
+	assert.Equal(t, []int{0, 100}, s.PacesMS)
+	assert.Equal(t, 7, c.Messages)
+	assert.Equal(t, 3*time.Second, c.PointTimeout)
+	assert.Equal(t, int64(64<<20), c.TotalBytes)
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"-ops", "call,publish"},
+		{"-payload", "huge"},
+		{"-writers", "0"},
+		{"-writers", "1,x"},
+		{"-pace", "-1"},
+		{"-mode", "other"},
+		{"-preset", "slow"},
+		{"-total-bytes", "12XB"},
+		{"-netem-delay", "1ms"}, // needs -netns
+		{"extra"},
+	} {
+		_, err := parseConfig(args, io.Discard)
+		assert.Error(t, err, "%v", args)
+	}
+	_, err := parseConfig([]string{"-h"}, io.Discard)
+	assert.True(t, errors.Is(err, flag.ErrHelp))
+}
+
+func TestPresetQuickAndOverrides(t *testing.T) {
+	c, err := parseConfig([]string{"-preset", "quick"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "perf/results/quick.jsonl", c.Out)
+	assert.Equal(t, []int{1, 100, 1000, 10000}, c.Sweeps[0].Writers)
+	points, skipped := c.Points()
+	assert.Len(t, points, 12)
+	assert.Empty(t, skipped)
+
+	c, err = parseConfig([]string{"-preset", "quick", "-writers", "5", "-out", "x.jsonl"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []int{5}, c.Sweeps[0].Writers)
+	assert.Equal(t, "x.jsonl", c.Out)
+	assert.Equal(t, "perf/results/quick", c.Report)
+
+	c, err = parseConfig([]string{"-preset", "full"}, io.Discard)
+	require.NoError(t, err)
+	assert.Len(t, c.Sweeps, 2)
+}
+
+func TestMessagesPerPoint(t *testing.T) {
+	c := Config{TotalOps: 1000, TotalBytes: 1 << 30, MaxInflightBytes: 1 << 30}
+	assert.Equal(t, 1000, c.messagesFor(1, 200))
+	assert.Equal(t, 4, c.messagesFor(300, 200))  // rounded up
+	assert.Equal(t, 1, c.messagesFor(5000, 200)) // at least one each
+	c.TotalBytes = 10 << 20
+	assert.Equal(t, 10, c.messagesFor(1, 1<<20)) // the byte cap wins
+	c.Messages = 3
+	assert.Equal(t, 3, c.messagesFor(1000, 1<<20))
+
+	c.Sweeps = []Sweep{{Ops: []string{"call"}, Payloads: []string{"binary_1mib"}, Writers: []int{10, 10000}, PacesMS: []int{0}}}
+	points, skipped := c.Points()
+	assert.Len(t, points, 1)
+	assert.Len(t, skipped, 1)
+}
+
+func TestPayloadSizes(t *testing.T) {
+	assert.InDelta(t, 222, payloads["data"].size, 5, "ecall's data payload is about 225 bytes")
+	assert.Less(t, payloads["tiny"].size, 16)
+	assert.Greater(t, payloads["binary_1mib"].size, 1<<20)
+	assert.Equal(t, []string{"tiny", "data", "binary_10kib", "binary_100kib", "binary_1mib"}, payloadNames())
+}
+
+func TestHistogramQuantiles(t *testing.T) {
+	h := new(histogram)
+	for i := 1; i <= 1000; i++ {
+		h.record(i, time.Duration(i)*time.Microsecond)
+	}
+	q := h.quantiles(0.5, 0.99, 0.999)
+	assert.InEpsilon(t, 500*time.Microsecond, q[0], 0.04)
+	assert.InEpsilon(t, 990*time.Microsecond, q[1], 0.04)
+	assert.InEpsilon(t, 999*time.Microsecond, q[2], 0.04)
+	assert.Nil(t, new(histogram).quantiles(0.5))
+	for _, ns := range []uint64{0, 1, 31, 32, 33, 1000, 1 << 40, 1<<63 - 1} {
+		i := bucketOf(ns)
+		require.Less(t, i, histBuckets)
+		assert.InEpsilon(t, float64(ns)+1, float64(bucketMid(i))+1, 0.04, "%d", ns)
+	}
+}
+
+func TestPresetFullPacedCount(t *testing.T) {
+	c, err := parseConfig([]string{"-preset", "full"}, io.Discard)
+	require.NoError(t, err)
+	points, _ := c.Points()
+	for _, p := range points {
+		if p.PaceMS > 0 {
+			assert.Equal(t, 50, p.Messages, "paced points run a fixed count per writer")
+		}
+	}
+	assert.Len(t, points, 84, "75 closed-loop points less 3 skipped (1 MiB × 10,000 writers), 12 paced")
+}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"image/color"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// The figures: throughput against writer count, plain vs batch, one panel
+// per operation, as the ecall README draws them. Everything gonum-specific
+// lives in this file.
+
+var (
+	plainColor    = color.RGBA{R: 200, G: 70, B: 50, A: 255}
+	batchColor    = color.RGBA{R: 40, G: 90, B: 200, A: 255}
+	intendedColor = color.RGBA{R: 120, G: 120, B: 120, A: 255}
+	ceilingColor  = color.RGBA{R: 30, G: 150, B: 80, A: 255}
+)
+
+// figure is one written figure, for the report.
+type figure struct {
+	File, Alt string
+}
+
+// group is the results of one payload at one pace: one set of figures.
+type group struct {
+	Payload string
+	PaceMS  int
+}
+
+func groupsOf(results []Result) []group {
+	var gs []group
+	for _, r := range results {
+		g := group{r.Payload, r.PaceMS}
+		if !slices.Contains(gs, g) {
+			gs = append(gs, g)
+		}
+	}
+	return gs
+}
+
+func (g group) slug() string { return fmt.Sprintf("%s-pace%d", g.Payload, g.PaceMS) }
+
+// drawFigures writes, per payload and pace, one SVG per operation and one
+// with the three operations side by side on the same scale.
+func drawFigures(dir string, results []Result, cs []Ceiling) ([]figure, error) {
+	var figs []figure
+	for _, g := range groupsOf(results) {
+		var row []*plot.Plot
+		ymax := 0.0
+		for _, op := range allOps {
+			p, top, ok := opPlot(g, op, results, cs)
+			if !ok {
+				continue
+			}
+			ymax = max(ymax, top)
+			row = append(row, p)
+			name := fmt.Sprintf("throughput-%s-%s.svg", op, g.slug())
+			if err := p.Save(16*vg.Centimeter, 11*vg.Centimeter, filepath.Join(dir, name)); err != nil {
+				return nil, fmt.Errorf("figure %s: %w", name, err)
+			}
+			figs = append(figs, figure{name, fmt.Sprintf("%s throughput against writers, plain rpcx vs rpcxbatch, %s payload, pace %d ms", op, g.Payload, g.PaceMS)})
+		}
+		if len(row) < 2 {
+			continue
+		}
+		for _, p := range row {
+			p.Y.Max = ymax * 1.05
+		}
+		name := fmt.Sprintf("throughput-%s.svg", g.slug())
+		if err := saveRow(row, filepath.Join(dir, name)); err != nil {
+			return nil, err
+		}
+		// The side-by-side figure goes first in the report.
+		figs = append([]figure{{name, fmt.Sprintf("call, cast and send throughput against writers on one scale, %s payload, pace %d ms", g.Payload, g.PaceMS)}}, figs...)
+	}
+	return figs, nil
+}
+
+// opPlot draws one operation of one group; it returns the plot, the
+// highest value on it, and false when the group has no such points.
+func opPlot(g group, op string, results []Result, cs []Ceiling) (*plot.Plot, float64, bool) {
+	series := map[string]plotter.XYs{}
+	var intended plotter.XYs
+	for _, r := range results {
+		if r.Payload != g.Payload || r.PaceMS != g.PaceMS || r.Op != op {
+			continue
+		}
+		series[r.Path] = append(series[r.Path], plotter.XY{X: float64(r.Writers), Y: r.OpsPerS})
+		if r.IntendedPerS != nil && r.Path == pathBatch {
+			intended = append(intended, plotter.XY{X: float64(r.Writers), Y: *r.IntendedPerS})
+		}
+	}
+	if len(series) == 0 {
+		return nil, 0, false
+	}
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s, %s payload, %s", op, g.Payload, paceText(g.PaceMS))
+	p.X.Label.Text = "writers"
+	p.Y.Label.Text = op + "s per second"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Tick.Marker = siTicks{}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Add(plotter.NewGrid())
+
+	top, lo, hi := 0.0, math.Inf(1), 0.0
+	add := func(name string, xys plotter.XYs, c color.Color, dashed bool) {
+		slices.SortFunc(xys, func(a, b plotter.XY) int { return cmp.Compare(a.X, b.X) })
+		l, s, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return
+		}
+		l.Color, s.Color = c, c
+		l.Width = vg.Points(1.5)
+		if dashed {
+			l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		}
+		p.Add(l, s)
+		p.Legend.Add(name, l, s)
+		for _, xy := range xys {
+			top, lo, hi = max(top, xy.Y), min(lo, xy.X), max(hi, xy.X)
+		}
+	}
+	add("plain rpcx", series[pathPlain], plainColor, false)
+	add("rpcxbatch", series[pathBatch], batchColor, false)
+	if len(intended) > 0 {
+		add("intended", intended, intendedColor, true)
+	}
+	// A log axis needs a range around a single writer count too.
+	p.X.Min, p.X.Max = lo/1.5, hi*1.5
+	for _, c := range cs {
+		if c.Payload != g.Payload {
+			continue
+		}
+		bound := c.OnewayPerS
+		if op == "call" {
+			bound = c.CallsPerS
+		}
+		l, err := plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: bound}, {X: p.X.Max, Y: bound}})
+		if err == nil {
+			l.Color, l.Dashes, l.Width = ceilingColor, []vg.Length{vg.Points(2), vg.Points(2)}, vg.Points(1)
+			p.Add(l)
+			p.Legend.Add("codec ceiling", l)
+			top = max(top, bound)
+		}
+	}
+	p.Y.Min, p.Y.Max = 0, top*1.05
+	return p, top, true
+}
+
+func paceText(ms int) string {
+	if ms == 0 {
+		return "closed loop"
+	}
+	return fmt.Sprintf("pace %d ms", ms)
+}
+
+// saveRow draws plots side by side into one SVG.
+func saveRow(row []*plot.Plot, file string) error {
+	w, h := vg.Length(len(row))*12*vg.Centimeter, 10*vg.Centimeter
+	img := vgsvg.New(w, h)
+	dc := draw.New(img)
+	t := draw.Tiles{Rows: 1, Cols: len(row), PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 2,
+		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
+	canvases := plot.Align([][]*plot.Plot{row}, t, dc)
+	for j, p := range row {
+		p.Draw(canvases[0][j])
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return fmt.Errorf("figure %s: %w", file, err)
+	}
+	if _, err := img.WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("figure %s: %w", file, err)
+	}
+	return f.Close()
+}
+
+// siTicks labels a linear axis 0, 50k, 100k, 1.5M rather than 1e+05.
+type siTicks struct{}
+
+func (siTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = si(ts[i].Value)
+		}
+	}
+	return ts
+}
+
+func si(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 1e6:
+		return strconv.FormatFloat(v/1e6, 'f', -1, 64) + "M"
+	case a >= 1e3:
+		return strconv.FormatFloat(v/1e3, 'f', -1, 64) + "k"
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Result is one point over one path: one JSON line. Fields that do not
+// apply (latency of a cast, batch size of plain rpcx, intended rate of a
+// closed loop) are null.
+type Result struct {
+	Time              string   `json:"time"`
+	Op                string   `json:"op"`
+	Path              string   `json:"path"`
+	Payload           string   `json:"payload"`
+	PayloadBytes      int      `json:"payload_bytes"`
+	Writers           int      `json:"writers"`
+	PaceMS            int      `json:"pace_ms"`
+	MessagesPerWriter int      `json:"messages_per_writer"`
+	TargetOps         int64    `json:"target_ops"`
+	Ops               int64    `json:"ops"`
+	Errors            int64    `json:"errors"`
+	FirstError        string   `json:"first_error,omitempty"`
+	ElapsedS          float64  `json:"elapsed_s"`
+	OpsPerS           float64  `json:"ops_per_s"`
+	IntendedPerS      *float64 `json:"intended_per_s"`
+	PctIntended       *float64 `json:"pct_intended"`
+	P50us             *float64 `json:"p50_us"`
+	P99us             *float64 `json:"p99_us"`
+	P999us            *float64 `json:"p999_us"`
+	ClientCPUs        float64  `json:"client_cpu_s"`
+	ServerCPUs        float64  `json:"server_cpu_s"`
+	ClientCPUusPerOp  *float64 `json:"client_cpu_us_per_op"`
+	ServerCPUusPerOp  *float64 `json:"server_cpu_us_per_op"`
+	CPUusPerOp        *float64 `json:"cpu_us_per_op"`
+	ClientRSSMB       float64  `json:"client_rss_mb"`
+	ServerRSSMB       float64  `json:"server_rss_mb"`
+	ClientWritesPerOp *float64 `json:"client_writes_per_op"`
+	ServerWritesPerOp *float64 `json:"server_writes_per_op"`
+	WritesPerOp       *float64 `json:"writes_per_op"`
+	ClientBytesPerOp  *float64 `json:"client_bytes_per_op"`
+	ServerSockWrites  *float64 `json:"server_socket_writes_per_op"`
+	ServerSockBytes   *float64 `json:"server_socket_bytes_per_op"`
+	ServerBytesPerOp  *float64 `json:"server_bytes_per_op"`
+	AvgBatch          *float64 `json:"avg_batch"`
+	AvgReplyBatch     *float64 `json:"avg_reply_batch"`
+	ClientGoroutines  int64    `json:"client_goroutines_peak"`
+	ServerGoroutines  int64    `json:"server_goroutines_peak"`
+	Bounded           bool     `json:"bounded"`
+	GOMAXPROCS        int      `json:"server_gomaxprocs"`
+	Lanes             int      `json:"lanes"`
+	Netns             bool     `json:"netns"`
+}
+
+func ptr(v float64) *float64 { return &v }
+
+// perOp is v / ops, or null when v is unknown (< 0) or there were no ops.
+func perOp(v float64, ops int64) *float64 {
+	if v < 0 || ops <= 0 {
+		return nil
+	}
+	return ptr(v / float64(ops))
+}
+
+func newResult(pt Point, path string, m measurement, env *runEnv) Result {
+	r := Result{
+		Time: time.Now().UTC().Format(time.RFC3339), Op: pt.Op, Path: path, Payload: pt.Payload,
+		PayloadBytes: payloads[pt.Payload].size, Writers: pt.Writers, PaceMS: pt.PaceMS,
+		MessagesPerWriter: pt.Messages, TargetOps: int64(pt.Writers * pt.Messages),
+		Ops: m.ops, Errors: m.errs, ElapsedS: m.elapsed.Seconds(), Bounded: m.bounded,
+		ClientCPUs: m.client.CPU.Seconds(), ServerCPUs: time.Duration(m.server.CPUNanos).Seconds(),
+		ClientRSSMB: float64(m.clientRSS) / (1 << 20), ServerRSSMB: float64(m.server.PeakRSS) / (1 << 20),
+		ClientGoroutines: m.clientG, ServerGoroutines: m.server.PeakGoroutines,
+		GOMAXPROCS: env.info.GOMAXPROCS, Netns: env.cfg.Netns,
+	}
+	if m.firstErr != nil {
+		r.FirstError = m.firstErr.Error()
+	}
+	if m.elapsed > 0 {
+		r.OpsPerS = float64(m.ops) / m.elapsed.Seconds()
+	}
+	if pt.PaceMS > 0 {
+		r.IntendedPerS = ptr(float64(pt.Writers) * 1000 / float64(pt.PaceMS))
+		r.PctIntended = ptr(100 * r.OpsPerS / *r.IntendedPerS)
+	}
+	if len(m.lat) == 3 {
+		us := func(d time.Duration) *float64 { return ptr(float64(d) / 1e3) }
+		r.P50us, r.P99us, r.P999us = us(m.lat[0]), us(m.lat[1]), us(m.lat[2])
+	}
+	r.ClientCPUusPerOp = perOp(r.ClientCPUs*1e6, m.ops)
+	r.ServerCPUusPerOp = perOp(r.ServerCPUs*1e6, m.ops)
+	r.CPUusPerOp = perOp((r.ClientCPUs+r.ServerCPUs)*1e6, m.ops)
+	r.ClientWritesPerOp = perOp(float64(m.client.Writes), m.ops)
+	r.ServerWritesPerOp = perOp(float64(m.server.Writes), m.ops)
+	if r.ClientWritesPerOp != nil && r.ServerWritesPerOp != nil {
+		r.WritesPerOp = ptr(*r.ClientWritesPerOp + *r.ServerWritesPerOp)
+	}
+	r.ClientBytesPerOp = perOp(float64(m.client.Bytes), m.ops)
+	r.ServerBytesPerOp = perOp(float64(m.server.Bytes), m.ops)
+	r.ServerSockWrites = perOp(float64(m.server.SocketWrites), m.ops)
+	r.ServerSockBytes = perOp(float64(m.server.SocketBytes), m.ops)
+	if path == pathBatch {
+		r.Lanes = env.info.PoolSize
+		if m.server.Frames > 0 {
+			r.AvgBatch = ptr(float64(m.server.Entries) / float64(m.server.Frames))
+		}
+		if m.server.ReplyFrames > 0 && pt.Op == "call" {
+			r.AvgReplyBatch = ptr(float64(m.server.Calls) / float64(m.server.ReplyFrames))
+		}
+	} else {
+		r.Lanes = 1
+	}
+	return r
+}
+
+// jsonSink appends Results to a JSON lines file, one object per line.
+type jsonSink struct {
+	f   *os.File
+	enc *json.Encoder
+}
+
+func openJSON(path string) (*jsonSink, error) {
+	if path == "" {
+		return nil, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("results folder: %w", err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("results file: %w", err)
+	}
+	return &jsonSink{f: f, enc: json.NewEncoder(f)}, nil
+}
+
+func (s *jsonSink) write(r Result) error {
+	if s == nil {
+		return nil
+	}
+	if err := s.enc.Encode(r); err != nil {
+		return fmt.Errorf("write %s: %w", s.f.Name(), err)
+	}
+	return nil
+}
+
+func (s *jsonSink) close() error {
+	if s == nil {
+		return nil
+	}
+	return s.f.Close()
+}
+
+// readResults reads a JSON lines file written by jsonSink.
+func readResults(path string) ([]Result, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read results: %w", err)
+	}
+	defer f.Close()
+	var out []Result
+	dec := json.NewDecoder(f)
+	for dec.More() {
+		var r Result
+		if err := dec.Decode(&r); err != nil {
+			return nil, fmt.Errorf("read results %s: %w", path, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// tableHeader and tableRow print the stdout table: one row per point,
+// plain and batch side by side, ratio = batch ops/s ÷ plain ops/s.
+func tableHeader(w io.Writer) {
+	fmt.Fprintf(w, "%-4s %-13s %6s %5s | %10s %10s %6s | %9s %9s | %8s %8s | %7s %7s | %6s %s\n",
+		"op", "payload", "writers", "pace", "plain/s", "batch/s", "ratio",
+		"p99 plain", "p99 batch", "cpuµs/op", "cpuµs/op", "wr/op", "wr/op", "batch", "notes")
+	fmt.Fprintf(w, "%-4s %-13s %6s %5s | %10s %10s %6s | %9s %9s | %8s %8s | %7s %7s | %6s\n",
+		"", "", "", "ms", "", "", "", "µs", "µs", "plain", "batch", "plain", "batch", "avg")
+}
+
+func tableRow(w io.Writer, plain, batch Result) {
+	ratio := 0.0
+	if plain.OpsPerS > 0 {
+		ratio = batch.OpsPerS / plain.OpsPerS
+	}
+	notes := ""
+	for _, r := range []Result{plain, batch} {
+		if r.Bounded {
+			notes += r.Path + " bounded; "
+		}
+		if r.Errors > 0 {
+			notes += fmt.Sprintf("%s %d errors (%s); ", r.Path, r.Errors, r.FirstError)
+		}
+		if r.PctIntended != nil {
+			notes += fmt.Sprintf("%s %.0f%% of intended; ", r.Path, *r.PctIntended)
+		}
+	}
+	fmt.Fprintf(w, "%-4s %-13s %6d %5d | %10.0f %10.0f %5.2fx | %9s %9s | %8s %8s | %7s %7s | %6s %s\n",
+		plain.Op, plain.Payload, plain.Writers, plain.PaceMS, plain.OpsPerS, batch.OpsPerS, ratio,
+		fmtOpt(plain.P99us, 0), fmtOpt(batch.P99us, 0), fmtOpt(plain.CPUusPerOp, 1), fmtOpt(batch.CPUusPerOp, 1),
+		fmtOpt(plain.WritesPerOp, 3), fmtOpt(batch.WritesPerOp, 3), fmtOpt(batch.AvgBatch, 1), notes)
+}
+
+func fmtOpt(v *float64, prec int) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.*f", prec, *v)
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// startProgress prints, once a second while a run lasts, how far it got:
+// operations done by the writers against the point's total and, for casts
+// and sends, how many the server has run. It returns the function that
+// stops it; the goroutine is gone when that returns.
+func startProgress(env *runEnv, pt Point, path string, done *doneCounter) (stop func()) {
+	if !env.cfg.Progress {
+		return func() {}
+	}
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	total := int64(pt.Writers * pt.Messages)
+	t0 := time.Now()
+	wg.Go(func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+			line := fmt.Sprintf("  %s %s %s w=%d pace=%dms %4.0fs: %d/%d done",
+				pt.Op, path, pt.Payload, pt.Writers, pt.PaceMS, time.Since(t0).Seconds(), done.sum(), total)
+			if pt.Op != "call" {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				if n, err := env.ctl.count(ctx); err == nil {
+					line += fmt.Sprintf(", %d run on the server", n)
+				}
+				cancel()
+			}
+			fmt.Fprintln(env.progress, line)
+		}
+	})
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(quit)
+			wg.Wait()
+		})
+	}
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/smallnest/rpcx/log"
+)
+
+// run executes cfg: the sweep (server process, points over both paths,
+// table, JSON lines, codec ceiling, report) or only the codec ceiling.
+func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
+	log.SetLogger(quietLogger{log.GetLogger()})
+	if cfg.Mode == "codec" {
+		cs, err := ceilings(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		printCeilings(stdout, cs)
+		return nil
+	}
+
+	points, skipped := cfg.Points()
+	for _, s := range skipped {
+		fmt.Fprintln(stderr, "skipped:", s)
+	}
+	if len(points) == 0 {
+		return errors.New("no points to run")
+	}
+
+	host, prefix := "127.0.0.1", []string(nil)
+	if cfg.Netns {
+		ns, err := setupNetns(ctx, cfg, stderr)
+		if err != nil {
+			return err
+		}
+		defer ns.cleanup(stderr)
+		host, prefix = ns.serverIP, ns.execPrefix()
+	}
+	progress := &countingWriter{w: stderr}
+	srv, err := startServer(ctx, host, prefix, progress)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	ctl, err := dialControl(srv.ctrl)
+	if err != nil {
+		return err
+	}
+	defer ctl.close()
+	info, err := ctl.reset(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := ctl.stats(ctx); err != nil {
+		return err
+	}
+	env := &runEnv{cfg: cfg, srv: srv, ctl: ctl, progress: progress, info: info}
+
+	sink, err := openJSON(cfg.Out)
+	if err != nil {
+		return err
+	}
+	defer sink.close()
+
+	fmt.Fprintf(stderr, "server pid %d on %s (GOMAXPROCS %d, %d lanes per batch client); %d points × 2 paths, each bounded by %v\n",
+		info.Pid, srv.addr, info.GOMAXPROCS, info.PoolSize, len(points), cfg.PointTimeout)
+	tableHeader(stdout)
+	var results []Result
+	started := time.Now()
+	for i, pt := range points {
+		// Alternate which path goes first, so that neither always meets a
+		// server warmed (or tired) by the other.
+		paths := []string{pathPlain, pathBatch}
+		if i%2 == 1 {
+			slices.Reverse(paths)
+		}
+		got := map[string]Result{}
+		for _, path := range paths {
+			fmt.Fprintf(progress, "point %d/%d: %s %s %s w=%d pace=%dms × %d messages\n",
+				i+1, len(points), pt.Op, path, pt.Payload, pt.Writers, pt.PaceMS, pt.Messages)
+			m, err := runPath(ctx, env, pt, path)
+			if err != nil {
+				return fmt.Errorf("%s %s %s w=%d: %w", pt.Op, path, pt.Payload, pt.Writers, err)
+			}
+			r := newResult(pt, path, m, env)
+			if err := sink.write(r); err != nil {
+				return err
+			}
+			got[path] = r
+			results = append(results, r)
+		}
+		tableRow(stdout, got[pathPlain], got[pathBatch])
+	}
+	fmt.Fprintf(stderr, "sweep took %v\n", time.Since(started).Round(time.Second))
+
+	cs, err := ceilings(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	printCeilings(stdout, cs)
+	printFractions(stdout, results, cs)
+	if cfg.Out != "" {
+		fmt.Fprintln(stderr, "results:", cfg.Out)
+	}
+	if cfg.Report != "" {
+		if err := writeReport(cfg, results, cs, time.Since(started)); err != nil {
+			return err
+		}
+		fmt.Fprintln(stderr, "report:", cfg.Report+"/report.md")
+	}
+	return nil
+}
+
+// ceilings measures the codec ceiling of every payload the sweeps use.
+func ceilings(ctx context.Context, cfg Config) ([]Ceiling, error) {
+	var names []string
+	for _, s := range cfg.Sweeps {
+		for _, p := range s.Payloads {
+			if !slices.Contains(names, p) {
+				names = append(names, p)
+			}
+		}
+	}
+	var out []Ceiling
+	for _, n := range names {
+		c, err := measureCeiling(ctx, n, cfg.CodecDuration)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// printFractions prints each batch point's throughput as a fraction of
+// its payload's codec ceiling.
+func printFractions(w io.Writer, results []Result, cs []Ceiling) {
+	fmt.Fprintln(w, "\nbatch path as a fraction of the codec ceiling:")
+	for _, r := range results {
+		if r.Path != pathBatch {
+			continue
+		}
+		if f, ok := ceilingFraction(r, cs); ok {
+			fmt.Fprintf(w, "  %-4s %-13s w=%-6d pace=%-4d %10.0f/s = %5.1f %%\n", r.Op, r.Payload, r.Writers, r.PaceMS, r.OpsPerS, 100*f)
+		}
+	}
+}
+
+// ceilingFraction is r's throughput over its codec ceiling: the call
+// ceiling for calls, the oneway one for casts and sends.
+func ceilingFraction(r Result, cs []Ceiling) (float64, bool) {
+	for _, c := range cs {
+		if c.Payload != r.Payload {
+			continue
+		}
+		bound := c.OnewayPerS
+		if r.Op == "call" {
+			bound = c.CallsPerS
+		}
+		if bound > 0 {
+			return r.OpsPerS / bound, true
+		}
+	}
+	return 0, false
+}
+
+// machine describes where the numbers were taken, for the report.
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		if v := procString(b, "model name"); v != "" {
+			model = v
+		}
+	}
+	return fmt.Sprintf("%s, %d logical cores", model, numCPU())
+}

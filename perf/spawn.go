@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// serverProc is the server process the harness started; stop ends it.
+type serverProc struct {
+	cmd        *exec.Cmd
+	stdin      io.WriteCloser
+	exited     chan struct{} // closed when the process has been reaped
+	waitErr    error
+	addr, ctrl string
+}
+
+// startServer re-executes this binary as the server, on host, optionally
+// inside a network namespace (prefix is then "ip netns exec NAME"), and
+// waits for it to report its addresses.
+func startServer(ctx context.Context, host string, prefix []string, stderr io.Writer) (*serverProc, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own binary: %w", err)
+	}
+	argv := append(append([]string{}, prefix...), exe)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), roleEnv+"="+roleServer, listenEnv+"="+host)
+	cmd.Stderr = stderr
+	// Its own process group: a ^C in the terminal reaches the harness only,
+	// which then stops the server in order. Pdeathsig covers the harness
+	// being killed outright; stdin's EOF covers the rest.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("server stdin: %w", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("server stdout: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start server %s: %w", exe, err)
+	}
+	sp := &serverProc{cmd: cmd, stdin: stdin, exited: make(chan struct{})}
+
+	type ready struct {
+		addr, ctrl string
+		err        error
+	}
+	readyc := make(chan ready, 1)
+	go func() { // ends when the READY line arrives or stdout closes
+		r := bufio.NewReader(stdout)
+		a, c, err := readReady(r)
+		readyc <- ready{a, c, err}
+		io.Copy(io.Discard, r) // keep draining until the server exits
+	}()
+	go func() { // reaps the process; ends when it exits
+		sp.waitErr = cmd.Wait()
+		close(sp.exited)
+	}()
+
+	t := time.NewTimer(15 * time.Second)
+	defer t.Stop()
+	select {
+	case rd := <-readyc:
+		if rd.err != nil {
+			sp.stop()
+			return nil, rd.err
+		}
+		sp.addr, sp.ctrl = rd.addr, rd.ctrl
+		return sp, nil
+	case <-sp.exited:
+		return nil, fmt.Errorf("server exited before it was ready: %w", sp.waitErr)
+	case <-t.C:
+		sp.stop()
+		return nil, errors.New("server not ready after 15s")
+	case <-ctx.Done():
+		sp.stop()
+		return nil, ctx.Err()
+	}
+}
+
+// stop closes the server's stdin, which ends it, and kills it if it has
+// not exited within five seconds. It is safe to call more than once.
+func (sp *serverProc) stop() {
+	sp.stdin.Close()
+	select {
+	case <-sp.exited:
+		return
+	case <-time.After(5 * time.Second):
+	}
+	sp.cmd.Process.Kill()
+	<-sp.exited
+}

@@ -1,0 +1,163 @@
+package reliability_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rpcxbatch/rpcxbatch/batchclient"
+	"github.com/rpcxbatch/rpcxbatch/internal/childproc"
+)
+
+const (
+	overloadCasters = 50_000
+	overloadPayload = 4 << 10
+	queueEntries    = 2048
+	queueBytes      = 4 << 20
+)
+
+// liveHeap returns the heap that survives two collections (the second
+// empties what sync.Pools kept through the first).
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// casters starts n goroutines that, once start closes, run cast until it
+// returns false or stop closes; the returned wait blocks until all ended.
+func casters(n int, start, stop <-chan struct{}, cast func() bool) (wait func()) {
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if !cast() {
+					return
+				}
+			}
+		}()
+	}
+	return wg.Wait
+}
+
+// A slow handler and 50,000 goroutines casting 4 KiB payloads as fast as
+// they can, in fail-fast mode: casters get ErrOverloaded, and what the
+// client holds stays within what its queue limits promise: per lane
+// QueueBytes of payload plus QueueEntries entries of bookkeeping, and per
+// caller inside Cast the one entry it is handing over.
+func TestOverloadFailFastBoundsClientMemory(t *testing.T) {
+	child := childproc.Start(t, "127.0.0.1:0")
+	c := newClient(t, batchclient.WithQueueLimits(queueEntries, queueBytes), batchclient.WithOverflow(batchclient.OverflowFailFast))
+	in := connect(t, c, child.Addr())
+
+	payload := make([]byte, overloadPayload)
+	var ok, overloaded, other atomic.Int64
+	start, stop := make(chan struct{}), make(chan struct{})
+	wait := casters(overloadCasters, start, stop, func() bool {
+		err := c.Cast(context.Background(), child.Addr(), "Slow", "Take", &payload)
+		switch {
+		case err == nil:
+			ok.Add(1)
+		case errors.Is(err, batchclient.ErrOverloaded):
+			overloaded.Add(1)
+			runtime.Gosched()
+		default:
+			if other.Add(1) == 1 {
+				t.Logf("first unexpected error: %v", err)
+			}
+			return false
+		}
+		return true
+	})
+	base := liveHeap()
+	close(start)
+	var peak uint64
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+		peak = max(peak, liveHeap())
+		time.Sleep(50 * time.Millisecond)
+	}
+	close(stop)
+	wait()
+
+	// Per lane: the queued payloads, plus per queued entry its bookkeeping
+	// (entry, encoded header fields; well under 1 KiB), plus the frame
+	// being written; and per caller inside Cast its own encoded entry
+	// (admitted, not yet queued or refused: waiting for the queue's lock).
+	promise := uint64(in.Lanes)*(queueBytes+queueEntries*1024+8<<20) + overloadCasters*(overloadPayload+1024)
+	grew := int64(peak) - int64(base)
+	t.Logf("overload (fail fast): %d casters, %d lanes: %d casts queued, %d ErrOverloaded, %d other errors; live heap grew by at most %.1f MiB, promise %.1f MiB",
+		overloadCasters, in.Lanes, ok.Load(), overloaded.Load(), other.Load(), float64(grew)/(1<<20), float64(promise)/(1<<20))
+	require.Zero(t, other.Load())
+	assert.Positive(t, overloaded.Load(), "the queue never filled")
+	assert.Positive(t, ok.Load())
+	assert.LessOrEqual(t, grew, int64(promise))
+}
+
+// The same load in block mode: every caller either gets its cast queued or
+// returns its context's error at its deadline, not later.
+func TestOverloadBlockReturnsAtDeadline(t *testing.T) {
+	child := childproc.Start(t, "127.0.0.1:0")
+	c := newClient(t, batchclient.WithQueueLimits(queueEntries, queueBytes))
+	connect(t, c, child.Addr())
+
+	const deadline = 300 * time.Millisecond
+	payload := make([]byte, overloadPayload)
+	var ok, expired, other atomic.Int64
+	var worstLate atomic.Int64
+	start, stop := make(chan struct{}), make(chan struct{})
+	wait := casters(overloadCasters, start, stop, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		defer cancel()
+		err := c.Cast(ctx, child.Addr(), "Slow", "Take", &payload)
+		dl, _ := ctx.Deadline()
+		switch {
+		case err == nil:
+			ok.Add(1)
+		case errors.Is(err, context.DeadlineExceeded):
+			expired.Add(1)
+			late := int64(time.Since(dl))
+			for {
+				w := worstLate.Load()
+				if late <= w || worstLate.CompareAndSwap(w, late) {
+					break
+				}
+			}
+		default:
+			other.Add(1)
+		}
+		return false // one cast each
+	})
+	close(start)
+	done := make(chan struct{})
+	go func() { wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		close(stop)
+		t.Fatal("casters still blocked 60 s after their 300 ms deadlines")
+	}
+	t.Logf("overload (block): %d casters: %d queued, %d returned at their deadline (at most %v late), %d other errors",
+		overloadCasters, ok.Load(), expired.Load(), time.Duration(worstLate.Load()).Round(time.Millisecond), other.Load())
+	require.Zero(t, other.Load())
+	assert.Positive(t, expired.Load(), "no caller ever waited for room")
+	// 50,000 callers wake together at their deadline on 2 cores: allow for
+	// the scheduler; the figure is logged.
+	assert.Less(t, time.Duration(worstLate.Load()), 2*time.Second, "a blocked caller returned long after its deadline")
+}
