@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,4 +113,82 @@ func benchCalls(b *testing.B, g int, wc *testsvc.WriteCounter, call callFunc) {
 		cliW := testsvc.ProcessWriteSyscalls() - procW0 - srvW
 		b.ReportMetric(float64(cliW)/float64(b.N), "cli-writes/call")
 	}
+}
+
+// BenchmarkCast measures fire-and-forget calls that the server runs (Echo.Data
+// with its reply discarded): plain rpcx oneway calls against batch casts, at
+// 1,000 goroutines. A point ends when the server has run every cast.
+func BenchmarkCast(b *testing.B) {
+	s := server.NewServer()
+	counter := &countingEcho{}
+	require.NoError(b, s.RegisterName("Echo", counter, ""))
+	_, err := batchserver.New(s)
+	require.NoError(b, err)
+	addr, stop, err := testsvc.Serve(s)
+	require.NoError(b, err)
+	defer stop()
+	for _, path := range []string{"plain", "batch"} {
+		b.Run("g=1000/"+path, func(b *testing.B) {
+			var cast func(ctx context.Context, a *testsvc.Data) error
+			if path == "plain" {
+				pc := client.NewClient(client.DefaultOption)
+				require.NoError(b, pc.Connect("tcp", addr))
+				b.Cleanup(func() { pc.Close() })
+				cast = func(ctx context.Context, a *testsvc.Data) error {
+					return pc.Go(ctx, "Echo", "Data", a, nil, make(chan *client.Call, 1)).Error
+				}
+			} else {
+				c, err := batchclient.New()
+				require.NoError(b, err)
+				b.Cleanup(func() { c.Close() })
+				waitConnected(b, c, addr)
+				cast = func(ctx context.Context, a *testsvc.Data) error { return c.Cast(ctx, addr, "Echo", "Data", a) }
+			}
+			before := counter.n.Load()
+			args := testsvc.NewData(3)
+			b.ReportAllocs()
+			cpu0 := testsvc.ProcessCPU()
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			const g = 1000
+			for i := 0; i < g; i++ {
+				n := b.N / g
+				if i < b.N%g {
+					n++
+				}
+				wg.Add(1)
+				go func(n int) {
+					defer wg.Done()
+					for j := 0; j < n; j++ {
+						if err := cast(context.Background(), args); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}(n)
+			}
+			wg.Wait()
+			for counter.n.Load()-before < int64(b.N) {
+				if time.Since(start) > 2*time.Minute {
+					b.Fatalf("only %d of %d casts ran", counter.n.Load()-before, b.N)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "casts/s")
+			b.ReportMetric(float64((testsvc.ProcessCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/cast")
+		})
+	}
+}
+
+// countingEcho is Echo that counts the calls it ran.
+type countingEcho struct{ n atomic.Int64 }
+
+// Data echoes and counts.
+func (e *countingEcho) Data(_ context.Context, d *testsvc.Data, r *testsvc.Data) error {
+	*r = *d
+	e.n.Add(1)
+	return nil
 }

@@ -28,6 +28,9 @@ type Client struct {
 	rr      atomic.Uint64
 	auth    atomic.Pointer[string] // token for handshakes and frames
 
+	// live mirrors peers for lock-free lookups on the call path; it is
+	// written under mu.
+	live    sync.Map
 	mu      sync.Mutex
 	peers   map[string]*peer
 	stopped map[string]*client.Client // plain clients of stopped addresses, made on first use
@@ -80,12 +83,10 @@ func (c *Client) laneConn(addr string) net.Conn {
 	if p == nil {
 		return nil
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.lanes) == 0 {
-		return nil
+	if lanes := p.view.Load().lanes; len(lanes) > 0 {
+		return lanes[0].conn
 	}
-	return p.lanes[0].conn
+	return nil
 }
 
 // Options returns the options in force, defaults filled in.
@@ -116,6 +117,10 @@ func splitAddr(addr string) (network, host string) {
 // peer returns the peer for addr, starting it on first use; nil when addr
 // was stopped with Stop (the caller takes the plain path).
 func (c *Client) peer(addr string) (*peer, error) {
+	// The call path: a connected address is found without the lock.
+	if p, ok := c.live.Load(addr); ok {
+		return p.(*peer), nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -130,6 +135,7 @@ func (c *Client) peer(addr string) (*peer, error) {
 	network, host := splitAddr(addr)
 	p := newPeer(c, network, host)
 	c.peers[addr] = p
+	c.live.Store(addr, p)
 	return p, nil
 }
 
@@ -154,6 +160,7 @@ func (c *Client) Stop(addr string) {
 	c.mu.Lock()
 	p := c.peers[addr]
 	delete(c.peers, addr)
+	c.live.Delete(addr)
 	if _, ok := c.stopped[addr]; !ok {
 		c.stopped[addr] = nil
 	}
@@ -180,6 +187,7 @@ func (c *Client) Close() error {
 	c.mu.Lock()
 	peers, plains := c.peers, c.stopped
 	c.peers, c.stopped, c.closed = map[string]*peer{}, map[string]*client.Client{}, true
+	c.live.Clear()
 	c.mu.Unlock()
 	for _, pc := range plains {
 		if pc != nil {

@@ -39,6 +39,8 @@ type lane struct {
 
 	qmu  sync.Mutex
 	qLen atomic.Int32 // len(queue), readable without qmu
+	// qBytesNow mirrors qBytes for admit's lock-free check.
+	qBytesNow atomic.Int64
 	// unfinished counts entries written and not yet answered (calls) or
 	// credited back (casts, sends); the writer keeps it within window, the
 	// server's bound on what one lane may make it hold.
@@ -97,6 +99,8 @@ func (l *lane) fail(err error) {
 	}
 	queued := l.queue
 	l.queue, l.qBytes = nil, 0
+	l.qLen.Store(0)
+	l.qBytesNow.Store(0)
 	l.qmu.Unlock()
 	l.conn.Close()
 
@@ -184,6 +188,7 @@ func (l *lane) enqueue(e *entry, done <-chan struct{}, ctxErr func() error) erro
 	l.queue = append(l.queue, e)
 	l.qLen.Store(int32(len(l.queue)))
 	l.qBytes += e.size
+	l.qBytesNow.Store(int64(l.qBytes))
 	first := len(l.queue) == 1
 	l.qmu.Unlock()
 	if first {
@@ -199,6 +204,10 @@ func (l *lane) enqueue(e *entry, done <-chan struct{}, ctxErr func() error) erro
 // caller that would find the queue full fails, or waits, without first
 // allocating its payload. enqueue checks again with the real size.
 func (l *lane) admit(done <-chan struct{}, ctxErr func() error) error {
+	// Lock-free when there is room, as there almost always is.
+	if l.queued() < l.c.opts.QueueEntries && int(l.qBytesNow.Load()) < l.c.opts.QueueBytes {
+		return nil
+	}
 	l.qmu.Lock()
 	if err := l.roomLocked(1, done, ctxErr); err != nil {
 		return err
@@ -282,6 +291,7 @@ func (l *lane) take() []*entry {
 	l.queue = l.queue[:rest]
 	l.qLen.Store(int32(rest))
 	l.qBytes -= size
+	l.qBytesNow.Store(int64(l.qBytes))
 	l.unfinished += n
 	l.c.metrics.queueDepth.Update(int64(rest))
 	if full {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/smallnest/rpcx/client"
@@ -72,11 +73,9 @@ type peer struct {
 	network string
 	addr    string
 
-	mu          sync.Mutex
-	state       peerState
-	lanes       []*lane
-	err         error
-	changed     chan struct{} // closed and replaced at every state change
+	// view is the peer's state as callers read it, replaced whole (never
+	// changed in place) at every change, so the call path takes no lock.
+	view atomic.Pointer[peerView]
 	plainClient *client.Client
 	plainMu     sync.Mutex
 
@@ -86,19 +85,27 @@ type peer struct {
 	done     chan struct{}
 }
 
+// peerView is one state of a peer: what pick and info read.
+type peerView struct {
+	state peerState
+	lanes []*lane
+	err   error
+	// changed is closed when this view is replaced.
+	changed chan struct{}
+}
+
 func newPeer(c *Client, network, addr string) *peer {
-	p := &peer{c: c, network: network, addr: addr, changed: make(chan struct{}),
+	p := &peer{c: c, network: network, addr: addr,
 		laneDown: make(chan struct{}, 64), stop: make(chan struct{}), done: make(chan struct{})}
+	p.view.Store(&peerView{state: stateConnecting, changed: make(chan struct{})})
 	go p.run()
 	return p
 }
 
+// setState publishes a new view; only the manager goroutine calls it.
 func (p *peer) setState(s peerState, lanes []*lane, err error) {
-	p.mu.Lock()
-	p.state, p.lanes, p.err = s, lanes, err
-	close(p.changed)
-	p.changed = make(chan struct{})
-	p.mu.Unlock()
+	old := p.view.Swap(&peerView{state: s, lanes: lanes, err: err, changed: make(chan struct{})})
+	close(old.changed)
 }
 
 // run owns the lane pool: it connects, waits for a lane to die or for Stop,
@@ -281,10 +288,9 @@ func handshake(conn net.Conn, auth string, maxBytes int) (codec.Handshake, error
 // peer is plain, waiting while the pool is being (re)built.
 func (p *peer) pick(ctx context.Context, key string, hasKey bool) (*lane, *client.Client, error) {
 	for {
-		p.mu.Lock()
-		state, lanes, err, changed := p.state, p.lanes, p.err, p.changed
-		p.mu.Unlock()
-		switch state {
+		v := p.view.Load()
+		lanes, err := v.lanes, v.err
+		switch v.state {
 		case stateBatch:
 			var i uint64
 			if hasKey {
@@ -309,7 +315,7 @@ func (p *peer) pick(ctx context.Context, key string, hasKey bool) (*lane, *clien
 			return nil, nil, ErrStopped
 		}
 		select {
-		case <-changed:
+		case <-v.changed:
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
 		}
@@ -348,17 +354,16 @@ func (p *peer) shutdown() {
 }
 
 func (p *peer) info() Info {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch p.state {
+	v := p.view.Load()
+	switch v.state {
 	case stateBatch:
-		return Info{Status: Connected, Lanes: len(p.lanes), Incarnation: p.lanes[0].hs.Incarnation}
+		return Info{Status: Connected, Lanes: len(v.lanes), Incarnation: v.lanes[0].hs.Incarnation}
 	case statePlain:
 		return Info{Status: Down, Plain: true}
 	case stateStopped:
 		return Info{Status: NotConnected}
 	}
-	return Info{Status: Down, Err: p.err}
+	return Info{Status: Down, Err: v.err}
 }
 
 // hashKey is FNV-1a: cheap, and spreads short keys well over a few lanes.
