@@ -75,7 +75,7 @@ type peer struct {
 
 	// view is the peer's state as callers read it, replaced whole (never
 	// changed in place) at every change, so the call path takes no lock.
-	view atomic.Pointer[peerView]
+	view        atomic.Pointer[peerView]
 	plainClient *client.Client
 	plainMu     sync.Mutex
 
