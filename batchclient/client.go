@@ -97,6 +97,10 @@ func (c *Client) Metrics() metrics.Registry { return c.opts.Registry }
 
 type keyCtx struct{}
 
+// reqMetaKey is rpcx's request-metadata key as an interface value, made
+// once: converting the string-typed key on every call allocates.
+var reqMetaKey any = share.ReqMetaDataKey
+
 // WithKey returns a context whose entries are pinned to one lane chosen by
 // key, so that every call, cast and send made with the same key to the same
 // server arrives in the order it was made. Entries without a key are spread
@@ -133,7 +137,7 @@ func (c *Client) peer(addr string) (*peer, error) {
 		return nil, nil
 	}
 	network, host := splitAddr(addr)
-	p := newPeer(c, network, host)
+	p := newPeer(c, addr, network, host)
 	c.peers[addr] = p
 	c.live.Store(addr, p)
 	return p, nil
@@ -218,7 +222,22 @@ func (c *Client) route(ctx context.Context, addr string) (*lane, *client.Client,
 		return nil, pc, err
 	}
 	key, hasKey := ctx.Value(keyCtx{}).(string)
-	return p.pick(ctx, key, hasKey)
+	l, pc, err := p.pick(ctx, key, hasKey)
+	if errors.Is(err, errForgotten) {
+		// The peer left the table just now; a fresh one takes over.
+		return c.route(ctx, addr)
+	}
+	return l, pc, err
+}
+
+// forget removes p from the table, if it is still the address's peer.
+func (c *Client) forget(p *peer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.peers[p.key] == p {
+		delete(c.peers, p.key)
+		c.live.Delete(p.key)
+	}
 }
 
 // stoppedPlain returns the plain rpcx client of a stopped address,
@@ -260,7 +279,7 @@ func (c *Client) newEntry(ctx context.Context, kind codec.Kind, path, method str
 	e.Kind, e.ServicePath, e.ServiceMethod = kind, path, method
 	e.SerializeType = uint8(c.opts.SerializeType)
 	e.Payload = payload
-	if m, ok := ctx.Value(share.ReqMetaDataKey).(map[string]string); ok && len(m) > 0 {
+	if m, ok := ctx.Value(reqMetaKey).(map[string]string); ok && len(m) > 0 {
 		// Copied: rpcx's XClient writes the auth token into this map.
 		e.Metadata = make(map[string]string, len(m))
 		if sc, ok := ctx.(*share.Context); ok {
@@ -286,7 +305,7 @@ func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string
 		panic("rpcxbatch: Go: done channel is unbuffered")
 	}
 	call := &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args, Reply: reply, Done: done}
-	if m, ok := ctx.Value(share.ReqMetaDataKey).(map[string]string); ok {
+	if m, ok := ctx.Value(reqMetaKey).(map[string]string); ok {
 		call.Metadata = m
 	}
 	l, pc, err := c.route(ctx, addr)

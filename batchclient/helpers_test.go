@@ -62,3 +62,20 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// startServerAt serves Arith with the batch plugin at addr.
+func startServerAt(t testing.TB, addr string) (*server.Server, *batchserver.Plugin) {
+	t.Helper()
+	s := server.NewServer()
+	require.NoError(t, s.RegisterName("Arith", new(testsvc.Arith), ""))
+	p, err := batchserver.New(s)
+	require.NoError(t, err)
+	go s.Serve("tcp", addr)
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Address() == nil {
+		require.True(t, time.Now().Before(deadline), "server at %s did not start", addr)
+		time.Sleep(time.Millisecond)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, p
+}

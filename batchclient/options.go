@@ -32,6 +32,7 @@ const (
 	DefaultDialTimeout       = 3 * time.Second
 	DefaultReconnectMin      = 50 * time.Millisecond
 	DefaultReconnectMax      = 5 * time.Second
+	DefaultForgetDown        = time.Minute
 )
 
 // Options configure a Client. Every field has a usable zero value; the
@@ -66,6 +67,11 @@ type Options struct {
 	// attempts to reach a peer that is down. Defaults 50 ms and 5 s.
 	ReconnectMin time.Duration
 	ReconnectMax time.Duration
+	// ForgetDown is how long an address may stay down with no call asking
+	// for it before the client stops reconnecting and forgets it (Info then
+	// says NotConnected), so servers that left a discovery for good are not
+	// redialled forever. The next call starts afresh. Default 1 minute.
+	ForgetDown time.Duration
 	// SerializeType encodes arguments and replies. Default MsgPack, as rpcx.
 	SerializeType protocol.SerializeType
 	// TLSConfig, when set, makes lanes (and the plain fallback) use TLS.
@@ -113,6 +119,10 @@ func WithReconnect(min, max time.Duration) Option {
 	return func(o *Options) { o.ReconnectMin, o.ReconnectMax = min, max }
 }
 
+// WithForgetDown sets how long an unused address may stay down before the
+// client forgets it.
+func WithForgetDown(d time.Duration) Option { return func(o *Options) { o.ForgetDown = d } }
+
 // WithSerializeType sets the codec for arguments and replies.
 func WithSerializeType(st protocol.SerializeType) Option {
 	return func(o *Options) { o.SerializeType = st }
@@ -154,6 +164,7 @@ func buildOptions(opts []Option) (Options, error) {
 	defd(&o.DialTimeout, DefaultDialTimeout)
 	defd(&o.ReconnectMin, DefaultReconnectMin)
 	defd(&o.ReconnectMax, DefaultReconnectMax)
+	defd(&o.ForgetDown, DefaultForgetDown)
 	if o.Lanes < 0 || o.BatchCap < 0 || o.MaxFrameBytes < 0 || o.QueueEntries < 0 || o.QueueBytes < 0 ||
 		o.HeartbeatInterval < 0 || o.HeartbeatTimeout <= o.HeartbeatInterval || o.ReconnectMax < o.ReconnectMin {
 		return o, fmt.Errorf("rpcxbatch: invalid client options: sizes must not be negative, HeartbeatTimeout must exceed HeartbeatInterval, ReconnectMax must be at least ReconnectMin")

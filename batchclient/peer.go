@@ -63,7 +63,24 @@ const (
 	statePlain
 	stateDown
 	stateStopped
+	// stateForgotten: the peer gave up on a server nobody used while it was
+	// down and left the client's table; a call that still holds it looks
+	// the address up again.
+	stateForgotten
 )
+
+// errForgotten tells route to look the address up again.
+var errForgotten = errors.New("rpcxbatch: peer forgotten")
+
+// unused reports whether the peer has been down since downSince and
+// unused for the ForgetDown option's time.
+func (p *peer) unused(downSince time.Time) bool {
+	last := time.Unix(0, p.lastUsed.Load())
+	if last.Before(downSince) {
+		last = downSince
+	}
+	return time.Since(last) > p.c.opts.ForgetDown
+}
 
 // peer is the client's connection to one address: a manager goroutine that
 // connects, watches and reconnects the lane pool in the background, and the
@@ -78,6 +95,12 @@ type peer struct {
 	view        atomic.Pointer[peerView]
 	plainClient *client.Client
 	plainMu     sync.Mutex
+
+	// key is the address as the client's table knows it.
+	key string
+	// lastUsed is when a call last found the peer down or connecting
+	// (unix nanos); see Options.ForgetDown.
+	lastUsed atomic.Int64
 
 	// laneDown receives a notice from every lane of the pool that fails.
 	laneDown chan struct{}
@@ -94,10 +117,11 @@ type peerView struct {
 	changed chan struct{}
 }
 
-func newPeer(c *Client, network, addr string) *peer {
-	p := &peer{c: c, network: network, addr: addr,
+func newPeer(c *Client, key, network, addr string) *peer {
+	p := &peer{c: c, key: key, network: network, addr: addr,
 		laneDown: make(chan struct{}, 64), stop: make(chan struct{}), done: make(chan struct{})}
 	p.view.Store(&peerView{state: stateConnecting, changed: make(chan struct{})})
+	p.lastUsed.Store(time.Now().UnixNano())
 	go p.run()
 	return p
 }
@@ -114,6 +138,7 @@ func (p *peer) run() {
 	defer close(p.done)
 	backoff := p.c.opts.ReconnectMin
 	first := true
+	var downSince time.Time
 	for {
 		lanes, err := p.connect()
 		switch {
@@ -124,7 +149,19 @@ func (p *peer) run() {
 			p.setState(stateStopped, nil, ErrStopped)
 			return
 		case err != nil:
+			if downSince.IsZero() {
+				downSince = time.Now()
+			}
 			p.setState(stateDown, nil, err)
+			if p.unused(downSince) {
+				// Down, and nobody has asked for it for a while: most
+				// likely a server that left for good (a discovery dropped
+				// it). Stop redialling it; a later call starts afresh.
+				p.c.forget(p)
+				p.setState(stateForgotten, nil, err)
+				p.closePlain()
+				return
+			}
 			select {
 			case <-p.stop:
 				p.setState(stateStopped, nil, ErrStopped)
@@ -135,6 +172,7 @@ func (p *peer) run() {
 			p.setState(stateConnecting, nil, err)
 			continue
 		}
+		downSince = time.Time{}
 		if !first {
 			p.c.metrics.reconnects.Inc(1)
 		}
@@ -303,6 +341,7 @@ func (p *peer) pick(ctx context.Context, key string, hasKey bool) (*lane, *clien
 			pc, err := p.plain()
 			return nil, pc, err
 		case stateDown:
+			p.lastUsed.Store(time.Now().UnixNano())
 			p.c.metrics.errDown.Inc(1)
 			var se client.ServiceError
 			if errors.As(err, &se) {
@@ -313,7 +352,10 @@ func (p *peer) pick(ctx context.Context, key string, hasKey bool) (*lane, *clien
 			return nil, nil, fmt.Errorf("%w: %s: %w", ErrPeerDown, p.addr, err)
 		case stateStopped:
 			return nil, nil, ErrStopped
+		case stateForgotten:
+			return nil, nil, errForgotten
 		}
+		p.lastUsed.Store(time.Now().UnixNano())
 		select {
 		case <-v.changed:
 		case <-ctx.Done():
@@ -345,6 +387,10 @@ func (p *peer) shutdown() {
 		close(p.stop)
 	}
 	<-p.done
+	p.closePlain()
+}
+
+func (p *peer) closePlain() {
 	p.plainMu.Lock()
 	if p.plainClient != nil {
 		p.plainClient.Close()

@@ -170,3 +170,25 @@ func TestClosedClient(t *testing.T) {
 	err = c.Call(ctxT(t, time.Second), addr, "Arith", "Mul", &testsvc.Args{}, &testsvc.Reply{})
 	require.True(t, errors.Is(err, batchclient.ErrClosed), err)
 }
+
+// An address that stays down and that no call asks for is forgotten: the
+// client stops redialling it, and a later call starts afresh.
+func TestDownPeerForgotten(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	c := newClient(t, batchclient.WithForgetDown(200*time.Millisecond), batchclient.WithReconnect(20*time.Millisecond, 50*time.Millisecond))
+	require.NoError(t, c.Start(addr))
+	require.Eventually(t, func() bool { return c.Info(addr).Status == batchclient.Down }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return c.Info(addr).Status == batchclient.NotConnected }, 5*time.Second, 10*time.Millisecond)
+
+	// The address comes back: the next call connects again.
+	startServerAt(t, addr)
+	var r testsvc.Reply
+	require.Eventually(t, func() bool {
+		return c.Call(ctxT(t, 5*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 5}, &r) == nil
+	}, 5*time.Second, 20*time.Millisecond)
+	assert.Equal(t, 10, r.C)
+	assert.Equal(t, batchclient.Connected, c.Info(addr).Status)
+}

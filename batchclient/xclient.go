@@ -248,11 +248,14 @@ func (d *batchDiscovery) forward(in chan []*client.KVPair, stop, done chan struc
 	defer close(done)
 	for {
 		select {
-		case pairs, ok := <-in:
+		case _, ok := <-in:
 			if !ok {
 				return
 			}
-			pairs = d.rewrite(pairs)
+			// Some discoveries (rpcx-etcd) notify from a goroutine each, so
+			// two quick lists can arrive out of order: take the current
+			// list instead of the one that came with the notice.
+			pairs := d.rewrite(d.inner.GetServices())
 			d.mu.Lock()
 			for _, w := range d.watchers {
 				select {

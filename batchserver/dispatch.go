@@ -15,6 +15,13 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
 )
 
+// rpcx's metadata keys as interface values, made once: converting the
+// string-typed keys on every entry allocates.
+var (
+	reqMetaKey any = share.ReqMetaDataKey
+	resMetaKey any = share.ResMetaDataKey
+)
+
 // entryContext builds the context a handler sees, as rpcx builds it for a
 // plain request: the connection, the request and response metadata, and the
 // caller's deadline.
@@ -25,8 +32,8 @@ func entryContext(c *conn, e *codec.Entry, arrived time.Time) (*share.Context, m
 		e.Metadata = make(map[string]string)
 	}
 	resMeta := make(map[string]string)
-	ctx.SetValue(share.ReqMetaDataKey, e.Metadata)
-	ctx.SetValue(share.ResMetaDataKey, resMeta)
+	ctx.SetValue(reqMetaKey, e.Metadata)
+	ctx.SetValue(resMetaKey, resMeta)
 	cancel := context.CancelFunc(func() {})
 	if e.TimeoutMicros > 0 {
 		ctx.Context, cancel = withDeadline(ctx.Context, arrived.Add(time.Duration(e.TimeoutMicros)*time.Microsecond))

@@ -40,13 +40,17 @@ type Plugin struct {
 	workers workers
 }
 
+// setMaxMessageLength guards the one write of rpcx's global message cap.
+var setMaxMessageLength sync.Once
+
 // New adds the batch plugin to s and returns it. With WithPoolSize(Disabled)
 // it adds nothing and returns a plugin that leaves s plain.
 //
 // New sets protocol.MaxMessageLength (rpcx's global cap on a message, which
 // is unlimited by default) to the frame byte cap plus headroom when it is
-// still unlimited, so that rpcx refuses a huge declared length before
-// allocating it; set it yourself before New to choose another bound.
+// still unlimited, once per process, so that rpcx refuses a huge declared
+// length before allocating it; set it yourself before New to choose another
+// bound. Create plugins before any server of the process serves.
 func New(s *server.Server, opts ...Option) (*Plugin, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -70,9 +74,14 @@ func New(s *server.Server, opts ...Option) (*Plugin, error) {
 	if p.services, err = newServiceTable(s); err != nil {
 		return nil, err
 	}
-	if protocol.MaxMessageLength == 0 {
-		protocol.MaxMessageLength = o.MaxFrameBytes + 64<<10
-	}
+	// rpcx's cap is one global: set it once, before the first plugin's
+	// server serves. Create batch plugins before serving, since rpcx reads
+	// the global while it decodes.
+	setMaxMessageLength.Do(func() {
+		if protocol.MaxMessageLength == 0 {
+			protocol.MaxMessageLength = o.MaxFrameBytes + 64<<10
+		}
+	})
 	s.RegisterOnShutdown(func(*server.Server) { p.Close() })
 	s.AddHandler(codec.ServicePath, codec.MethodHandshake, p.handshake)
 	s.AddHandler(codec.ServicePath, codec.MethodBatch, p.batch)

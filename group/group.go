@@ -163,11 +163,14 @@ func (g *Group) follow(d client.ServiceDiscovery) {
 		defer close(g.done)
 		for {
 			select {
-			case pairs, ok := <-ch:
+			case _, ok := <-ch:
 				if !ok {
 					return
 				}
-				g.setPairs(pairs)
+				// Some discoveries (rpcx-etcd) notify from a goroutine
+				// each, so lists can arrive out of order: read the current
+				// one instead.
+				g.setPairs(d.GetServices())
 			case <-g.stop:
 				return
 			}
