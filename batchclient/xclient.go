@@ -13,6 +13,7 @@ import (
 	"github.com/smallnest/rpcx/protocol"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
+	"github.com/rpcxbatch/rpcxbatch/internal/follow"
 )
 
 // networkSeq numbers the rpcx network names the drop-in XClients register,
@@ -246,30 +247,19 @@ func (d *batchDiscovery) WatchService() chan []*client.KVPair {
 
 func (d *batchDiscovery) forward(in chan []*client.KVPair, stop, done chan struct{}) {
 	defer close(done)
-	for {
-		select {
-		case _, ok := <-in:
-			if !ok {
-				return
+	follow.Follow(in, d.inner.GetServices, func(pairs []*client.KVPair) {
+		pairs = d.rewrite(pairs)
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for _, w := range d.watchers {
+			select {
+			case w <- pairs:
+			default:
+				// A watcher 10 lists behind gets the current list with the
+				// next one anyway.
 			}
-			// Some discoveries (rpcx-etcd) notify from a goroutine each, so
-			// two quick lists can arrive out of order: take the current
-			// list instead of the one that came with the notice.
-			pairs := d.rewrite(d.inner.GetServices())
-			d.mu.Lock()
-			for _, w := range d.watchers {
-				select {
-				case w <- pairs:
-				default:
-					// A watcher that is 10 lists behind reads the newest
-					// one from GetServices on its next update anyway.
-				}
-			}
-			d.mu.Unlock()
-		case <-stop:
-			return
 		}
-	}
+	}, stop)
 }
 
 // RemoveWatcher stops sending to ch; rpcx closes ch itself afterwards.

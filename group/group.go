@@ -7,6 +7,7 @@ import (
 
 	"github.com/smallnest/rpcx/client"
 
+	"github.com/rpcxbatch/rpcxbatch/internal/follow"
 	"github.com/rpcxbatch/rpcxbatch/selector"
 )
 
@@ -161,20 +162,7 @@ func (g *Group) follow(d client.ServiceDiscovery) {
 	g.watch, g.stop, g.done = ch, make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(g.done)
-		for {
-			select {
-			case _, ok := <-ch:
-				if !ok {
-					return
-				}
-				// Some discoveries (rpcx-etcd) notify from a goroutine
-				// each, so lists can arrive out of order: read the current
-				// one instead.
-				g.setPairs(d.GetServices())
-			case <-g.stop:
-				return
-			}
-		}
+		follow.Follow(ch, d.GetServices, g.setPairs, g.stop)
 	}()
 }
 
