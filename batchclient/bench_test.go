@@ -3,13 +3,16 @@ package batchclient_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/protocol"
 	"github.com/smallnest/rpcx/server"
+	"github.com/smallnest/rpcx/share"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
@@ -191,4 +194,57 @@ func (e *countingEcho) Data(_ context.Context, d *testsvc.Data, r *testsvc.Data)
 	*r = *d
 	e.n.Add(1)
 	return nil
+}
+
+// BenchmarkSend measures sends from 1,000 goroutines (a key each) of the
+// 220-byte data payload, already encoded, to a counting send handler; a run
+// ends when the handler has seen every send.
+func BenchmarkSend(b *testing.B) {
+	s := server.NewServer()
+	p, err := batchserver.New(s)
+	require.NoError(b, err)
+	var got atomic.Int64
+	require.NoError(b, p.HandleSend("count", func(context.Context, []byte) { got.Add(1) }))
+	addr, stop, err := testsvc.Serve(s)
+	require.NoError(b, err)
+	defer stop()
+	c, err := batchclient.New()
+	require.NoError(b, err)
+	defer c.Close()
+	waitConnected(b, c, addr)
+	payload, err := share.Codecs[protocol.MsgPack].Encode(testsvc.NewData(3))
+	require.NoError(b, err)
+
+	b.ReportAllocs()
+	cpu0 := testsvc.ProcessCPU()
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	const g = 1000
+	for i := 0; i < g; i++ {
+		n := b.N / g
+		if i < b.N%g {
+			n++
+		}
+		wg.Add(1)
+		go func(i, n int) {
+			defer wg.Done()
+			ctx := batchclient.WithKey(context.Background(), strconv.Itoa(i))
+			for j := 0; j < n; j++ {
+				if err := c.Send(ctx, addr, "count", payload); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}(i, n)
+	}
+	wg.Wait()
+	for got.Load() < int64(b.N) {
+		if time.Since(start) > 2*time.Minute {
+			b.Fatalf("only %d of %d sends arrived", got.Load(), b.N)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "sends/s")
+	b.ReportMetric(float64((testsvc.ProcessCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/send")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/codec"
 	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
 	"github.com/rpcxbatch/rpcxbatch/internal/settle"
+	"github.com/rpcxbatch/rpcxbatch/internal/stackpad"
 )
 
 // entry is one queued request: the wire entry plus what the writer needs to
@@ -304,6 +305,9 @@ func (l *lane) take() []*entry {
 
 func (l *lane) writeLoop() {
 	defer l.wg.Done()
+	var pad stackpad.Pad // see stackpad: no shrink and regrow between frames
+	stackpad.Touch(&pad)
+	defer stackpad.Touch(&pad)
 	tick := time.NewTicker(l.c.opts.HeartbeatInterval / 2)
 	defer tick.Stop()
 	var (
@@ -415,6 +419,9 @@ func (l *lane) heartbeat(buf *[]byte) error {
 
 func (l *lane) readLoop() {
 	defer l.wg.Done()
+	var pad stackpad.Pad // see stackpad: no shrink and regrow between frames
+	stackpad.Touch(&pad)
+	defer stackpad.Touch(&pad)
 	br := bufio.NewReaderSize(l.conn, 64<<10)
 	var (
 		buf     []byte
