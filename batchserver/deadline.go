@@ -20,9 +20,15 @@ type deadlineCtx struct {
 	ended bool
 }
 
-func withDeadline(parent context.Context, d time.Time) (*deadlineCtx, context.CancelFunc) {
-	c := &deadlineCtx{Context: parent, deadline: d}
-	return c, c.cancel
+func newDeadlineCtx(parent context.Context, d time.Time) *deadlineCtx {
+	return &deadlineCtx{Context: parent, deadline: d}
+}
+
+// end ends the entry's context; a nil deadlineCtx (no deadline) is fine.
+func (c *deadlineCtx) end() {
+	if c != nil {
+		c.cancel()
+	}
 }
 
 // Deadline returns the caller's deadline.

@@ -10,7 +10,8 @@ import (
 )
 
 func TestDeadlineCtxFiresAtDeadline(t *testing.T) {
-	ctx, cancel := withDeadline(context.Background(), time.Now().Add(50*time.Millisecond))
+	ctx := newDeadlineCtx(context.Background(), time.Now().Add(50*time.Millisecond))
+	cancel := ctx.end
 	defer cancel()
 	require.NoError(t, ctx.Err())
 	d, ok := ctx.Deadline()
@@ -29,7 +30,8 @@ func TestDeadlineCtxFiresAtDeadline(t *testing.T) {
 }
 
 func TestDeadlineCtxCancel(t *testing.T) {
-	ctx, cancel := withDeadline(context.Background(), time.Now().Add(time.Hour))
+	ctx := newDeadlineCtx(context.Background(), time.Now().Add(time.Hour))
+	cancel := ctx.end
 	done := ctx.Done()
 	cancel()
 	select {
@@ -41,13 +43,15 @@ func TestDeadlineCtxCancel(t *testing.T) {
 	cancel() // idempotent
 
 	// Cancelled before anyone asked for Done: Done is born closed.
-	ctx, cancel = withDeadline(context.Background(), time.Now().Add(time.Hour))
+	ctx = newDeadlineCtx(context.Background(), time.Now().Add(time.Hour))
+	cancel = ctx.end
 	cancel()
 	<-ctx.Done()
 }
 
 func TestDeadlineCtxAlreadyPast(t *testing.T) {
-	ctx, cancel := withDeadline(context.Background(), time.Now().Add(-time.Second))
+	ctx := newDeadlineCtx(context.Background(), time.Now().Add(-time.Second))
+	cancel := ctx.end
 	defer cancel()
 	<-ctx.Done()
 	assert.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)

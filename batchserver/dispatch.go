@@ -25,7 +25,10 @@ var (
 // entryContext builds the context a handler sees, as rpcx builds it for a
 // plain request: the connection, the request and response metadata, and the
 // caller's deadline.
-func entryContext(c *conn, e *codec.Entry, arrived time.Time) (*share.Context, map[string]string, context.CancelFunc) {
+//
+// The returned deadline context, when the caller had a deadline, must be
+// ended (end) when the entry is done.
+func entryContext(c *conn, e *codec.Entry, arrived time.Time) (*share.Context, map[string]string, *deadlineCtx) {
 	ctx := share.WithValue(context.Background(), server.RemoteConnContextKey, c.c)
 	ctx.SetValue(server.StartRequestContextKey, arrived.UnixNano())
 	if e.Metadata == nil {
@@ -34,19 +37,20 @@ func entryContext(c *conn, e *codec.Entry, arrived time.Time) (*share.Context, m
 	resMeta := make(map[string]string)
 	ctx.SetValue(reqMetaKey, e.Metadata)
 	ctx.SetValue(resMetaKey, resMeta)
-	cancel := context.CancelFunc(func() {})
+	var dl *deadlineCtx
 	if e.TimeoutMicros > 0 {
-		ctx.Context, cancel = withDeadline(ctx.Context, arrived.Add(time.Duration(e.TimeoutMicros)*time.Microsecond))
+		dl = newDeadlineCtx(ctx.Context, arrived.Add(time.Duration(e.TimeoutMicros)*time.Microsecond))
+		ctx.Context = dl
 	}
-	return ctx, resMeta, cancel
+	return ctx, resMeta, dl
 }
 
 // runCall runs one call or cast entry the way rpcx runs a request: auth,
 // lookup, decode, PreCall plugins, the method, PostCall plugins, encode. A
 // call's outcome goes back as a reply; a cast's is only counted.
 func (p *Plugin) runCall(c *conn, e *codec.Entry, arrived time.Time) {
-	ctx, resMeta, cancel := entryContext(c, e, arrived)
-	defer cancel()
+	ctx, resMeta, dl := entryContext(c, e, arrived)
+	defer dl.end()
 	payload, err := p.execute(ctx, e)
 	if e.Kind != codec.KindCall {
 		return
@@ -62,7 +66,10 @@ func (p *Plugin) runCall(c *conn, e *codec.Entry, arrived time.Time) {
 }
 
 func (p *Plugin) execute(ctx *share.Context, e *codec.Entry) (payload []byte, err error) {
-	if e.TimeoutMicros < 0 || ctx.Err() != nil {
+	// An entry whose caller had no time left when the frame was written.
+	// (The entry starts as soon as its frame is read, so the deadline, set
+	// from the time it arrived, cannot have passed since.)
+	if e.TimeoutMicros < 0 {
 		p.metrics.errDeadline.Inc(1)
 		return nil, ErrDeadlinePassed
 	}
@@ -169,8 +176,8 @@ func (p *Plugin) runSend(c *conn, e *codec.Entry, arrived time.Time) {
 		p.metrics.errUnknownSend.Inc(1)
 		return
 	}
-	ctx, _, cancel := entryContext(c, e, arrived)
-	defer cancel()
+	ctx, _, dl := entryContext(c, e, arrived)
+	defer dl.end()
 	if err := p.auth(ctx, e); err != nil {
 		return
 	}

@@ -34,11 +34,15 @@ func (m *method) newArg() (ptr any, arg reflect.Value) {
 func (m *method) newReply() reflect.Value { return reflect.New(m.replyType.Elem()) }
 
 func (m *method) invoke(ctx context.Context, arg, reply reflect.Value) error {
+	// The context goes in as a value of the interface type the method
+	// declares: passed as its concrete type (*share.Context), reflect would
+	// check on every call that the type implements the interface.
+	ctxV := reflect.ValueOf(&ctx).Elem()
 	var out []reflect.Value
 	if m.rcvr.IsValid() {
-		out = m.fn.Call([]reflect.Value{m.rcvr, reflect.ValueOf(ctx), arg, reply})
+		out = m.fn.Call([]reflect.Value{m.rcvr, ctxV, arg, reply})
 	} else {
-		out = m.fn.Call([]reflect.Value{reflect.ValueOf(ctx), arg, reply})
+		out = m.fn.Call([]reflect.Value{ctxV, arg, reply})
 	}
 	if e, _ := out[0].Interface().(error); e != nil {
 		return e

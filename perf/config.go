@@ -25,6 +25,9 @@ type Config struct {
 	Messages int
 	// TotalOps is the operations a point aims at when Messages is 0.
 	TotalOps int
+	// MaxPerWriter caps the operations per writer when Messages is 0
+	// (0: no cap), so that the points with few writers stay short.
+	MaxPerWriter int
 	// TotalBytes caps the payload bytes a point moves when Messages is 0, so
 	// that the large profiles do not take minutes.
 	TotalBytes int64
@@ -73,8 +76,11 @@ var allOps = []string{"call", "cast", "send"}
 var presets = map[string]func(c *Config){
 	// quick is `make perf-quick`: under three minutes on two cores.
 	"quick": func(c *Config) {
+		// Points long enough (200,000 operations) that warm-up effects
+		// (pools, buffers, GC pacing) do not dominate; a single writer
+		// stops at 15,000 so that its slow calls fit the time.
 		c.Sweeps = []Sweep{{Ops: allOps, Payloads: []string{"data"}, Writers: []int{1, 100, 1000, 10000}, PacesMS: []int{0}}}
-		c.TotalOps, c.PointTimeout, c.CodecDuration = 50000, 15*time.Second, time.Second
+		c.TotalOps, c.MaxPerWriter, c.PointTimeout, c.CodecDuration = 200000, 15000, 15*time.Second, time.Second
 		c.Out, c.Report = "perf/results/quick.jsonl", "perf/results/quick"
 	},
 	// full is `make perf`: every payload closed loop, then the data payload
@@ -233,7 +239,8 @@ func (c Config) Points() (points []Point, skipped []string) {
 }
 
 // messagesFor is the operations per writer of a point: -messages, or the
-// total divided among the writers, at least one each.
+// total divided among the writers, at least one each and at most
+// MaxPerWriter.
 func (c Config) messagesFor(writers int, payloadBytes int64) int {
 	if c.Messages > 0 {
 		return c.Messages
@@ -242,7 +249,11 @@ func (c Config) messagesFor(writers int, payloadBytes int64) int {
 	if payloadBytes > 0 && c.TotalBytes/payloadBytes < total {
 		total = c.TotalBytes / payloadBytes
 	}
-	return int(max(1, (total+int64(writers)-1)/int64(writers)))
+	n := int(max(1, (total+int64(writers)-1)/int64(writers)))
+	if c.MaxPerWriter > 0 {
+		n = min(n, c.MaxPerWriter)
+	}
+	return n
 }
 
 func parseOps(s string) ([]string, error) {

@@ -127,3 +127,12 @@ func TestPresetFullPacedCount(t *testing.T) {
 	}
 	assert.Len(t, points, 84, "75 closed-loop points less 3 skipped (1 MiB × 10,000 writers), 12 paced")
 }
+
+func TestMaxPerWriter(t *testing.T) {
+	c := Config{TotalOps: 200000, MaxPerWriter: 15000, TotalBytes: 1 << 30}
+	assert.Equal(t, 15000, c.messagesFor(1, 220))
+	assert.Equal(t, 2000, c.messagesFor(100, 220))
+	assert.Equal(t, 200, c.messagesFor(1000, 220))
+	c.MaxPerWriter = 0
+	assert.Equal(t, 200000, c.messagesFor(1, 220))
+}
