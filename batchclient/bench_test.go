@@ -120,7 +120,7 @@ func benchCalls(b *testing.B, g int, wc *testsvc.WriteCounter, call callFunc) {
 
 // BenchmarkCast measures fire-and-forget calls that the server runs (Echo.Data
 // with its reply discarded): plain rpcx oneway calls against batch casts, at
-// 1,000 goroutines. A point ends when the server has run every cast.
+// 1 and 1,000 goroutines. A point ends when the server has run every cast.
 func BenchmarkCast(b *testing.B) {
 	s := server.NewServer()
 	counter := &countingEcho{}
@@ -130,59 +130,60 @@ func BenchmarkCast(b *testing.B) {
 	addr, stop, err := testsvc.Serve(s)
 	require.NoError(b, err)
 	defer stop()
-	for _, path := range []string{"plain", "batch"} {
-		b.Run("g=1000/"+path, func(b *testing.B) {
-			var cast func(ctx context.Context, a *testsvc.Data) error
-			if path == "plain" {
-				pc := client.NewClient(client.DefaultOption)
-				require.NoError(b, pc.Connect("tcp", addr))
-				b.Cleanup(func() { pc.Close() })
-				cast = func(ctx context.Context, a *testsvc.Data) error {
-					return pc.Go(ctx, "Echo", "Data", a, nil, make(chan *client.Call, 1)).Error
-				}
-			} else {
-				c, err := batchclient.New()
-				require.NoError(b, err)
-				b.Cleanup(func() { c.Close() })
-				waitConnected(b, c, addr)
-				cast = func(ctx context.Context, a *testsvc.Data) error { return c.Cast(ctx, addr, "Echo", "Data", a) }
-			}
-			before := counter.n.Load()
-			args := testsvc.NewData(3)
-			b.ReportAllocs()
-			cpu0 := testsvc.ProcessCPU()
-			b.ResetTimer()
-			start := time.Now()
-			var wg sync.WaitGroup
-			const g = 1000
-			for i := 0; i < g; i++ {
-				n := b.N / g
-				if i < b.N%g {
-					n++
-				}
-				wg.Add(1)
-				go func(n int) {
-					defer wg.Done()
-					for j := 0; j < n; j++ {
-						if err := cast(context.Background(), args); err != nil {
-							b.Error(err)
-							return
-						}
+	for _, g := range []int{1, 1000} {
+		for _, path := range []string{"plain", "batch"} {
+			b.Run(fmt.Sprintf("g=%d/%s", g, path), func(b *testing.B) {
+				var cast func(ctx context.Context, a *testsvc.Data) error
+				if path == "plain" {
+					pc := client.NewClient(client.DefaultOption)
+					require.NoError(b, pc.Connect("tcp", addr))
+					b.Cleanup(func() { pc.Close() })
+					cast = func(ctx context.Context, a *testsvc.Data) error {
+						return pc.Go(ctx, "Echo", "Data", a, nil, make(chan *client.Call, 1)).Error
 					}
-				}(n)
-			}
-			wg.Wait()
-			for counter.n.Load()-before < int64(b.N) {
-				if time.Since(start) > 2*time.Minute {
-					b.Fatalf("only %d of %d casts ran", counter.n.Load()-before, b.N)
+				} else {
+					c, err := batchclient.New()
+					require.NoError(b, err)
+					b.Cleanup(func() { c.Close() })
+					waitConnected(b, c, addr)
+					cast = func(ctx context.Context, a *testsvc.Data) error { return c.Cast(ctx, addr, "Echo", "Data", a) }
 				}
-				time.Sleep(time.Millisecond)
-			}
-			elapsed := time.Since(start)
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "casts/s")
-			b.ReportMetric(float64((testsvc.ProcessCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/cast")
-		})
+				before := counter.n.Load()
+				args := testsvc.NewData(3)
+				b.ReportAllocs()
+				cpu0 := testsvc.ProcessCPU()
+				b.ResetTimer()
+				start := time.Now()
+				var wg sync.WaitGroup
+				for i := 0; i < g; i++ {
+					n := b.N / g
+					if i < b.N%g {
+						n++
+					}
+					wg.Add(1)
+					go func(n int) {
+						defer wg.Done()
+						for j := 0; j < n; j++ {
+							if err := cast(context.Background(), args); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}(n)
+				}
+				wg.Wait()
+				for counter.n.Load()-before < int64(b.N) {
+					if time.Since(start) > 2*time.Minute {
+						b.Fatalf("only %d of %d casts ran", counter.n.Load()-before, b.N)
+					}
+					time.Sleep(time.Millisecond)
+				}
+				elapsed := time.Since(start)
+				b.StopTimer()
+				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "casts/s")
+				b.ReportMetric(float64((testsvc.ProcessCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/cast")
+			})
+		}
 	}
 }
 
