@@ -1,15 +1,14 @@
 package batchclient_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/smallnest/rpcx/server"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rpcxbatch/rpcxbatch/batchclient"
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
+	"github.com/rpcxbatch/rpcxbatch/internal/testenv"
 	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
 )
 
@@ -32,37 +31,6 @@ func startServer(t testing.TB, plain bool, opts ...batchserver.Option) (string, 
 	return addr, p
 }
 
-func newClient(t testing.TB, opts ...batchclient.Option) *batchclient.Client {
-	t.Helper()
-	c, err := batchclient.New(opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// waitConnected waits until the client's pool to addr is up.
-func waitConnected(t testing.TB, c *batchclient.Client, addr string) batchclient.Info {
-	t.Helper()
-	require.NoError(t, c.Start(addr))
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		in := c.Info(addr)
-		if in.Status == batchclient.Connected || in.Plain {
-			return in
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no connection to %s: %+v", addr, in)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func ctxT(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // startServerAt serves Arith with the batch plugin at addr.
 func startServerAt(t testing.TB, addr string) (*server.Server, *batchserver.Plugin) {
 	t.Helper()
@@ -79,3 +47,10 @@ func startServerAt(t testing.TB, addr string) (*server.Server, *batchserver.Plug
 	t.Cleanup(func() { s.Close() })
 	return s, p
 }
+
+// The shared test helpers, under this package's historical names.
+var (
+	newClient     = testenv.NewClient
+	waitConnected = testenv.WaitConnected
+	ctxT          = testenv.Ctx
+)

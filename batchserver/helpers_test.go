@@ -18,10 +18,17 @@ import (
 	"github.com/smallnest/rpcx/share"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rpcxbatch/rpcxbatch/batchclient"
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
 	"github.com/rpcxbatch/rpcxbatch/codec"
+	"github.com/rpcxbatch/rpcxbatch/internal/testenv"
 	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
+)
+
+// The shared test helpers.
+var (
+	newClient     = testenv.NewClient
+	waitConnected = testenv.WaitConnected
+	ctxT          = testenv.Ctx
 )
 
 func TestMain(m *testing.M) {
@@ -57,38 +64,6 @@ func startServer(t testing.TB, opts ...batchserver.Option) (string, *server.Serv
 	t.Helper()
 	s, p := newServer(t, opts...)
 	return serve(t, s), s, p
-}
-
-func newClient(t testing.TB, opts ...batchclient.Option) *batchclient.Client {
-	t.Helper()
-	c, err := batchclient.New(opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// waitConnected waits until the client's pool to addr is up (or the client
-// has learned the server is plain).
-func waitConnected(t testing.TB, c *batchclient.Client, addr string) batchclient.Info {
-	t.Helper()
-	require.NoError(t, c.Start(addr))
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		in := c.Info(addr)
-		if in.Status == batchclient.Connected || in.Plain {
-			return in
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no connection to %s: %+v", addr, in)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func ctxT(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // plainClient is rpcx's own client connected to addr.

@@ -1,7 +1,6 @@
 package reliability_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -10,7 +9,14 @@ import (
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
+	"github.com/rpcxbatch/rpcxbatch/internal/testenv"
 	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
+)
+
+// The shared test helpers.
+var (
+	newClient = testenv.NewClient
+	ctxT      = testenv.Ctx
 )
 
 // serve starts s with the batch plugin on loopback; register adds services.
@@ -25,14 +31,6 @@ func serve(t testing.TB, s *server.Server, register func(*server.Server, *batchs
 	require.NoError(t, err)
 	t.Cleanup(stop)
 	return addr, p
-}
-
-func newClient(t testing.TB, opts ...batchclient.Option) *batchclient.Client {
-	t.Helper()
-	c, err := batchclient.New(opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // connect starts the client's pool to addr and waits until it is up.
@@ -50,10 +48,4 @@ func connect(t testing.TB, c *batchclient.Client, addr string) batchclient.Info 
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-func ctxT(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }

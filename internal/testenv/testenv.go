@@ -1,0 +1,50 @@
+// Package testenv holds what the test suites of several rpcxbatch packages
+// need alike: a client that closes with its test, a wait for a pool to come
+// up, a context that ends with its test.
+package testenv
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rpcxbatch/rpcxbatch/batchclient"
+)
+
+// NewClient returns a batchclient.Client that is closed when the test ends.
+func NewClient(t testing.TB, opts ...batchclient.Option) *batchclient.Client {
+	t.Helper()
+	c, err := batchclient.New(opts...)
+	if err != nil {
+		t.Fatalf("batchclient.New: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// WaitConnected starts the client's connection to addr and waits, at most
+// 5 s, until its pool is up or the server was found plain.
+func WaitConnected(t testing.TB, c *batchclient.Client, addr string) batchclient.Info {
+	t.Helper()
+	if err := c.Start(addr); err != nil {
+		t.Fatalf("Start(%s): %v", addr, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		in := c.Info(addr)
+		if in.Status == batchclient.Connected || in.Plain {
+			return in
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection to %s: %+v", addr, in)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Ctx returns a context that times out after d and ends with the test.
+func Ctx(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
