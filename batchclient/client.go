@@ -355,6 +355,7 @@ func (c *Client) submit(ctx context.Context, l *lane, kind codec.Kind, pc *pendi
 	}
 	e, err := c.newEntry(ctx, kind, call.ServicePath, call.ServiceMethod, call.Args)
 	if err != nil {
+		l.unreserve()
 		return 0, err
 	}
 	var id uint64

@@ -42,6 +42,9 @@ type lane struct {
 	qLen atomic.Int32 // len(queue), readable without qmu
 	// qBytesNow mirrors qBytes for admit's lock-free check.
 	qBytesNow atomic.Int64
+	// reserved counts places admit gave callers that have not yet queued
+	// their entry (they are encoding it) nor given the place back.
+	reserved atomic.Int32
 	// unfinished counts entries written and not yet answered (calls) or
 	// credited back (casts, sends); the writer keeps it within window, the
 	// server's bound on what one lane may make it hold.
@@ -179,10 +182,13 @@ func (l *lane) claim(id uint64) *pendingCall {
 // enqueue puts e on the queue, applying the overflow policy. done is the
 // caller's context's Done channel.
 func (l *lane) enqueue(e *entry, done <-chan struct{}, ctxErr func() error) error {
+	l.qmu.Lock()
+	l.reserved.Add(-1) // the place admit reserved is taken now, or given up
 	if e.size > l.frameBytes {
+		l.wakeLocked()
+		l.qmu.Unlock()
 		return fmt.Errorf("%w: %d bytes, cap %d", ErrTooLarge, e.size, l.frameBytes)
 	}
-	l.qmu.Lock()
 	if err := l.roomLocked(e.size, done, ctxErr); err != nil {
 		return err
 	}
@@ -201,20 +207,44 @@ func (l *lane) enqueue(e *entry, done <-chan struct{}, ctxErr func() error) erro
 	return nil
 }
 
-// admit applies the overflow policy before the caller encodes anything: a
-// caller that would find the queue full fails, or waits, without first
-// allocating its payload. enqueue checks again with the real size.
+// admit applies the overflow policy before the caller encodes anything and
+// reserves the caller a place in the queue: callers holding an encoded
+// entry are never more than the queue has places, so a caller that would
+// find the queue full fails, or waits, without allocating its payload.
+// enqueue takes the place (checking the bytes again with the real size);
+// unreserve gives it back when the caller gives up in between.
 func (l *lane) admit(done <-chan struct{}, ctxErr func() error) error {
-	// Lock-free when there is room, as there almost always is.
-	if l.queued() < l.c.opts.QueueEntries && int(l.qBytesNow.Load()) < l.c.opts.QueueBytes {
-		return nil
+	// Lock-free while there is room, as there almost always is.
+	for {
+		r := l.reserved.Load()
+		if l.queued()+int(r) >= l.c.opts.QueueEntries || int(l.qBytesNow.Load()) >= l.c.opts.QueueBytes {
+			break
+		}
+		if l.reserved.CompareAndSwap(r, r+1) {
+			return nil
+		}
 	}
 	l.qmu.Lock()
 	if err := l.roomLocked(1, done, ctxErr); err != nil {
 		return err
 	}
+	l.reserved.Add(1)
 	l.qmu.Unlock()
 	return nil
+}
+
+// unreserve gives back a place admit reserved.
+func (l *lane) unreserve() {
+	l.qmu.Lock()
+	l.reserved.Add(-1)
+	l.wakeLocked()
+	l.qmu.Unlock()
+}
+
+// wakeLocked wakes every caller waiting for room; they check again.
+func (l *lane) wakeLocked() {
+	close(l.room)
+	l.room = make(chan struct{})
 }
 
 // roomLocked returns, with qmu held, once the queue has room for an entry
@@ -230,7 +260,7 @@ func (l *lane) roomLocked(size int, done <-chan struct{}, ctxErr func() error) e
 			return err
 		default:
 		}
-		if len(l.queue) < l.c.opts.QueueEntries && (l.qBytes+size <= l.c.opts.QueueBytes || len(l.queue) == 0) {
+		if len(l.queue)+int(l.reserved.Load()) < l.c.opts.QueueEntries && (l.qBytes+size <= l.c.opts.QueueBytes || len(l.queue) == 0) {
 			return nil
 		}
 		if l.c.opts.Overflow == OverflowFailFast {
@@ -284,7 +314,7 @@ func (l *lane) take() []*entry {
 	if n == 0 {
 		return nil
 	}
-	full := len(l.queue) >= l.c.opts.QueueEntries || l.qBytes >= l.c.opts.QueueBytes/2
+	full := len(l.queue)+int(l.reserved.Load()) >= l.c.opts.QueueEntries || l.qBytes >= l.c.opts.QueueBytes/2
 	batch := make([]*entry, n)
 	copy(batch, l.queue[:n])
 	rest := copy(l.queue, l.queue[n:])
@@ -296,9 +326,7 @@ func (l *lane) take() []*entry {
 	l.unfinished += n
 	l.c.metrics.queueDepth.Update(int64(rest))
 	if full {
-		// Wake every caller blocked on a full queue; they re-check.
-		close(l.room)
-		l.room = make(chan struct{})
+		l.wakeLocked()
 	}
 	return batch
 }
@@ -404,6 +432,11 @@ func (l *lane) write(b []byte) error {
 func (l *lane) heartbeat(buf *[]byte) error {
 	quiet := time.Since(time.Unix(0, l.lastRecv.Load()))
 	if quiet > l.c.opts.HeartbeatTimeout {
+		if unreadBytes(l.conn) > 0 {
+			// The peer did speak: this process was too busy to read it
+			// (starved of CPU). Not a frozen peer.
+			return nil
+		}
 		return fmt.Errorf("%w: nothing heard for %v", ErrHeartbeat, quiet.Round(time.Millisecond))
 	}
 	if quiet < l.c.opts.HeartbeatInterval {

@@ -86,6 +86,12 @@ func (c *conn) deliver(seq uint64, entries []codec.Entry) {
 		return
 	}
 	c.delivering = true
+	defer func() {
+		// Even if run panics, the lane's later frames must not wait for a
+		// delivery that will never come.
+		c.delivering = false
+		c.orderMu.Unlock()
+	}()
 	for {
 		next, ok := c.held[c.nextSeq]
 		if !ok {
@@ -97,8 +103,6 @@ func (c *conn) deliver(seq uint64, entries []codec.Entry) {
 		c.run(next)
 		c.orderMu.Lock()
 	}
-	c.delivering = false
-	c.orderMu.Unlock()
 }
 
 // run starts every entry of one frame, in frame order: calls and casts each

@@ -51,7 +51,7 @@ func entryContext(c *conn, e *codec.Entry, arrived time.Time) (*share.Context, m
 func (p *Plugin) runCall(c *conn, e *codec.Entry, arrived time.Time) {
 	ctx, resMeta, dl := entryContext(c, e, arrived)
 	defer dl.end()
-	payload, err := p.execute(ctx, e)
+	payload, err := p.guarded(ctx, e)
 	if e.Kind != codec.KindCall {
 		return
 	}
@@ -63,6 +63,21 @@ func (p *Plugin) runCall(c *conn, e *codec.Entry, arrived time.Time) {
 		rp.Status, rp.Error = codec.StatusError, err.Error()
 	}
 	c.queueReply(rp)
+}
+
+// guarded runs execute and turns a panic anywhere in it (AuthFunc, a
+// PreCall or PostCall plugin, a codec's Unmarshal on untrusted bytes, the
+// handler) into this entry's error, as rpcx recovers a plain request: the
+// entry fails, the server goes on.
+func (p *Plugin) guarded(ctx *share.Context, e *codec.Entry) (payload []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.metrics.errPanic.Inc(1)
+			logf("rpcxbatch: %s.%s panicked: %v", e.ServicePath, e.ServiceMethod, r)
+			payload, err = nil, &PanicError{Service: e.ServicePath, Method: e.ServiceMethod, Value: fmt.Sprint(r)}
+		}
+	}()
+	return p.execute(ctx, e)
 }
 
 func (p *Plugin) execute(ctx *share.Context, e *codec.Entry) (payload []byte, err error) {
@@ -107,7 +122,7 @@ func (p *Plugin) execute(ctx *share.Context, e *codec.Entry) (payload []byte, er
 		}
 	}
 	reply := m.newReply()
-	err = p.invoke(ctx, e, m, arg, reply)
+	err = m.invoke(ctx, arg, reply)
 	replyI, err1 := p.s.Plugins.DoPostCall(ctx, e.ServicePath, e.ServiceMethod, argI, reply.Interface(), err)
 	if err == nil {
 		err = err1
@@ -124,19 +139,6 @@ func (p *Plugin) execute(ctx *share.Context, e *codec.Entry) (payload []byte, er
 		return nil, err
 	}
 	return data, err
-}
-
-// invoke calls the method and turns a panic into an error for this entry
-// alone; the connection and the server go on.
-func (p *Plugin) invoke(ctx context.Context, e *codec.Entry, m *method, arg, reply reflect.Value) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			p.metrics.errPanic.Inc(1)
-			logf("rpcxbatch: %s.%s panicked: %v", e.ServicePath, e.ServiceMethod, r)
-			err = &PanicError{Service: e.ServicePath, Method: e.ServiceMethod, Value: fmt.Sprint(r)}
-		}
-	}()
-	return m.invoke(ctx, arg, reply)
 }
 
 // PanicError is the error a call gets when its handler panicked. The client
@@ -178,14 +180,20 @@ func (p *Plugin) runSend(c *conn, e *codec.Entry, arrived time.Time) {
 	}
 	ctx, _, dl := entryContext(c, e, arrived)
 	defer dl.end()
-	if err := p.auth(ctx, e); err != nil {
-		return
-	}
+	// Recovered here, before auth: a panic must neither reach rpcx nor stop
+	// the lane's delivery.
 	defer func() {
 		if r := recover(); r != nil {
 			p.metrics.errPanic.Inc(1)
 			logf("rpcxbatch: send handler %q panicked: %v", e.ServicePath, r)
 		}
 	}()
+	if e.TimeoutMicros < 0 {
+		p.metrics.errDeadline.Inc(1)
+		return
+	}
+	if err := p.auth(ctx, e); err != nil {
+		return
+	}
 	fn(ctx, e.Payload)
 }

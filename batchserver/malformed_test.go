@@ -75,6 +75,7 @@ func TestMalformedFrameClosesOnlyThatConnection(t *testing.T) {
 			call()
 			before := counter(p.Metrics(), "rpcxbatch.server.errors.malformed")
 			raw := rawDial(t, addr)
+			rawHandshake(t, raw) // a lane handshakes first; the frames that follow are bad
 			for _, m := range tc.messages {
 				rawWrite(t, raw, m)
 			}
@@ -112,4 +113,15 @@ func TestHugeDeclaredMessageLength(t *testing.T) {
 
 	require.NoError(t, c.Call(ctxT(t, 5*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 2}, &r))
 	require.Equal(t, 4, r.C)
+}
+
+// A batch frame on a connection that never handshook is refused the same
+// way: closed, counted, logged.
+func TestFrameBeforeHandshakeClosesConnection(t *testing.T) {
+	addr, _, p := startServer(t)
+	before := counter(p.Metrics(), "rpcxbatch.server.errors.malformed")
+	raw := rawDial(t, addr)
+	rawWrite(t, raw, batchMessage(frame(1, mulEntry(1))))
+	requireClosedByPeer(t, raw, 2*time.Second)
+	assert.Equal(t, before+1, counter(p.Metrics(), "rpcxbatch.server.errors.malformed"))
 }

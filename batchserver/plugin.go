@@ -136,13 +136,6 @@ func (p *Plugin) RegisterFunction(serviceName, _ string, _ any, _ string) error 
 	return nil
 }
 
-// HandleConnAccept is rpcx's PostConnAcceptPlugin hook: it prepares the
-// connection's batch state.
-func (p *Plugin) HandleConnAccept(c net.Conn) (net.Conn, bool) {
-	p.conn(c)
-	return c, true
-}
-
 // HandleConnClose is rpcx's PostConnClosePlugin hook: it drops the
 // connection's batch state.
 func (p *Plugin) HandleConnClose(c net.Conn) bool {
@@ -164,8 +157,10 @@ func (p *Plugin) Close() error {
 	return nil
 }
 
-// conn returns the batch state of c, creating it when absent (a connection
-// accepted before the plugin was added has none yet).
+// conn returns the batch state of c, creating it when absent. Only the
+// handshake creates it, for the connection rpcx finally serves (plugins
+// added after this one may wrap or refuse what was accepted), and
+// HandleConnClose removes it.
 func (p *Plugin) conn(c net.Conn) *conn {
 	p.connMu.Lock()
 	defer p.connMu.Unlock()
@@ -179,7 +174,7 @@ func (p *Plugin) conn(c net.Conn) *conn {
 
 func (p *Plugin) handshake(ctx *server.Context) error {
 	if c, _ := ctx.Get(server.RemoteConnContextKey).(net.Conn); c != nil {
-		p.conn(c) // a connection accepted before the plugin was added
+		p.conn(c)
 	}
 	h := codec.Handshake{
 		Version:       codec.Version,
@@ -202,11 +197,14 @@ func (p *Plugin) batch(ctx *server.Context) error {
 	}
 	// Look up, never create: state made here for a frame that rpcx handed
 	// over after the connection closed would never be removed. A lane
-	// always handshakes first, which creates the state.
+	// always handshakes first, which creates the state; a frame without one
+	// is a protocol violation.
 	p.connMu.Lock()
 	st := p.conns[c]
 	p.connMu.Unlock()
 	if st == nil {
+		p.metrics.errMalformed.Inc(1)
+		logf("rpcxbatch: closing connection from %s: a batch frame before the handshake", c.RemoteAddr())
 		c.Close()
 		return nil
 	}

