@@ -1,6 +1,7 @@
 package batchclient
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -264,8 +265,10 @@ func (c *Client) stoppedPlain(addr string) (*client.Client, error) {
 func (c *Client) newEntry(ctx context.Context, kind codec.Kind, path, method string, args any) (*entry, error) {
 	var payload []byte
 	if kind == codec.KindSend {
+		// Copied: Send returns before the frame is written, and the caller
+		// may reuse its buffer at once.
 		b, _ := args.([]byte)
-		payload = b
+		payload = bytes.Clone(b)
 	} else {
 		var err error
 		if payload, err = fastcodec.Encode(c.opts.SerializeType, args); err != nil {
@@ -415,9 +418,13 @@ func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod stri
 			err = ctx.Err()
 			break
 		}
-		// The reply is being delivered right now: take it.
+		// The reply is being delivered right now: it came in time, so
+		// take it as if Done had won the race.
 		<-call.Done
 		err = call.Error
+		if err == nil && reply != nil {
+			err = c.decodeReply(sc.pending.raw, reply)
+		}
 	}
 	// Whoever completed the call claimed it first, so nothing refers to it.
 	putSyncCall(sc)
@@ -493,8 +500,9 @@ func (c *Client) Cast(ctx context.Context, addr, servicePath, serviceMethod stri
 
 // Send delivers payload to the send handler registered under handler on
 // the server at addr. Sends made with the same WithKey key arrive in the
-// order they were made. Send returns once the entry is queued; it fails
-// with ErrNotBatchPeer when the server has no batch plugin.
+// order they were made. Send returns once the entry is queued (payload is
+// copied: the caller may reuse it); it fails with ErrNotBatchPeer when the
+// server has no batch plugin, or when addr was stopped with Stop.
 func (c *Client) Send(ctx context.Context, addr, handler string, payload []byte) error {
 	c.metrics.sends.Inc(1)
 	l, pc, err := c.route(ctx, addr)
@@ -502,6 +510,9 @@ func (c *Client) Send(ctx context.Context, addr, handler string, payload []byte)
 		return err
 	}
 	if pc != nil {
+		if c.Info(addr).Status == NotConnected {
+			return fmt.Errorf("%w: %s was stopped with Stop; Start it to send", ErrNotBatchPeer, addr)
+		}
 		return fmt.Errorf("%w: %s", ErrNotBatchPeer, addr)
 	}
 	_, err = c.submit(ctx, l, codec.KindSend, &pendingCall{call: &client.Call{ServicePath: handler, Args: payload}})

@@ -2,6 +2,7 @@ package batchclient
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -42,6 +43,8 @@ type lane struct {
 	qLen atomic.Int32 // len(queue), readable without qmu
 	// qBytesNow mirrors qBytes for admit's lock-free check.
 	qBytesNow atomic.Int64
+	// waiting counts callers blocked for room (under qmu).
+	waiting int
 	// reserved counts places admit gave callers that have not yet queued
 	// their entry (they are encoding it) nor given the place back.
 	reserved atomic.Int32
@@ -269,14 +272,19 @@ func (l *lane) roomLocked(size int, done <-chan struct{}, ctxErr func() error) e
 			return ErrOverloaded
 		}
 		room := l.room
+		l.waiting++
 		l.qmu.Unlock()
 		select {
 		case <-room:
 		case <-done:
+			l.qmu.Lock()
+			l.waiting--
+			l.qmu.Unlock()
 			return ctxErr()
 		case <-l.dead:
 		}
 		l.qmu.Lock()
+		l.waiting--
 	}
 }
 
@@ -314,7 +322,9 @@ func (l *lane) take() []*entry {
 	if n == 0 {
 		return nil
 	}
-	full := len(l.queue)+int(l.reserved.Load()) >= l.c.opts.QueueEntries || l.qBytes >= l.c.opts.QueueBytes/2
+	// Anyone waiting for room may fit now (a large entry waits for bytes,
+	// not for a full queue).
+	full := l.waiting > 0
 	batch := make([]*entry, n)
 	copy(batch, l.queue[:n])
 	rest := copy(l.queue, l.queue[n:])
@@ -422,6 +432,11 @@ func (l *lane) write(b []byte) error {
 		var ne net.Error
 		quiet := time.Since(time.Unix(0, l.lastRecv.Load()))
 		if !errors.As(err, &ne) || !ne.Timeout() || quiet > l.c.opts.HeartbeatTimeout {
+			return err
+		}
+		if _, isTLS := l.conn.(*tls.Conn); isTLS {
+			// A TLS connection fails for good at its first write error,
+			// timeout included; retrying would only spin.
 			return err
 		}
 	}

@@ -166,8 +166,9 @@ func buildOptions(opts []Option) (Options, error) {
 	defd(&o.ReconnectMax, DefaultReconnectMax)
 	defd(&o.ForgetDown, DefaultForgetDown)
 	if o.Lanes < 0 || o.BatchCap < 0 || o.MaxFrameBytes < 0 || o.QueueEntries < 0 || o.QueueBytes < 0 ||
-		o.HeartbeatInterval < 0 || o.HeartbeatTimeout <= o.HeartbeatInterval || o.ReconnectMax < o.ReconnectMin {
-		return o, fmt.Errorf("rpcxbatch: invalid client options: sizes must not be negative, HeartbeatTimeout must exceed HeartbeatInterval, ReconnectMax must be at least ReconnectMin")
+		o.HeartbeatInterval < time.Millisecond || o.HeartbeatTimeout <= o.HeartbeatInterval ||
+		o.ReconnectMin <= 0 || o.ReconnectMax < o.ReconnectMin || o.DialTimeout <= 0 || o.ForgetDown <= 0 {
+		return o, fmt.Errorf("rpcxbatch: invalid client options: sizes must not be negative, durations must be positive (HeartbeatInterval at least 1 ms), HeartbeatTimeout must exceed HeartbeatInterval, ReconnectMax must be at least ReconnectMin")
 	}
 	if o.Overflow != OverflowBlock && o.Overflow != OverflowFailFast {
 		return o, fmt.Errorf("rpcxbatch: unknown overflow policy %d", o.Overflow)

@@ -85,3 +85,25 @@ func TestWindowBoundsUnfinishedEntries(t *testing.T) {
 	require.NoError(t, c.Cast(context.Background(), addr, "Gate", "Wait", &testsvc.Args{}))
 	require.Eventually(t, func() bool { return g.done.Load() == int64(accepted)+1 }, 5*time.Second, 5*time.Millisecond)
 }
+
+// A large entry waiting for bytes (not for a full queue) is woken when the
+// queue drains.
+func TestLargeEntryWokenWhenQueueDrains(t *testing.T) {
+	s := server.NewServer()
+	require.NoError(t, s.RegisterName("Slow", new(testsvc.Slow), ""))
+	_, err := batchserver.New(s, batchserver.WithWindow(1), batchserver.WithPoolSize(1))
+	require.NoError(t, err)
+	addr, stop, err := testsvc.Serve(s)
+	require.NoError(t, err)
+	t.Cleanup(stop)
+	c := newClient(t, batchclient.WithQueueLimits(100, 4<<20))
+	waitConnected(t, c, addr)
+
+	mid, big := make([]byte, 3<<19), make([]byte, 3<<20) // 1.5 MiB, 3 MiB
+	ctx := ctxT(t, 10*time.Second)
+	require.NoError(t, c.Cast(ctx, addr, "Slow", "Take", &mid)) // to the server (window 1)
+	require.NoError(t, c.Cast(ctx, addr, "Slow", "Take", &mid)) // queued behind the window
+	start := time.Now()
+	require.NoError(t, c.Cast(ctxT(t, 5*time.Second), addr, "Slow", "Take", &big)) // waits for bytes
+	assert.Less(t, time.Since(start), 3*time.Second, "the large cast was not woken when the queue drained")
+}

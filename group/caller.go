@@ -111,6 +111,9 @@ func (p *PlainCaller) Call(ctx context.Context, addr, service, method string, ar
 // the call is sent on done when it completes. A failed connect completes it
 // at once with the error.
 func (p *PlainCaller) Go(ctx context.Context, addr, service, method string, args, reply any, done chan *client.Call) *client.Call {
+	if done == nil {
+		done = make(chan *client.Call, 1) // as rpcx's Go does
+	}
 	c, err := p.conn(addr)
 	if err != nil {
 		call := &client.Call{ServicePath: service, ServiceMethod: method, Args: args, Reply: reply, Error: err, Done: done}
