@@ -35,7 +35,7 @@ type Client struct {
 	mu      sync.Mutex
 	peers   map[string]*peer
 	stopped map[string]*client.Client // plain clients of stopped addresses, made on first use
-	closed  bool
+	closed  atomic.Bool               // set under mu; read without it on the call path
 }
 
 // New returns a Client; it connects to an address on first use or Start.
@@ -57,11 +57,7 @@ func (c *Client) SetAuth(token string) { c.auth.Store(&token) }
 
 func (c *Client) authToken() string { return *c.auth.Load() }
 
-func (c *Client) isClosed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
-}
+func (c *Client) isClosed() bool { return c.closed.Load() }
 
 // plainClient returns a plain rpcx client to addr, for what has no batch
 // form (SendRaw).
@@ -128,7 +124,7 @@ func (c *Client) peer(addr string) (*peer, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.closed.Load() {
 		return nil, ErrClosed
 	}
 	if p := c.peers[addr]; p != nil {
@@ -191,7 +187,8 @@ func (c *Client) Info(addr string) Info {
 func (c *Client) Close() error {
 	c.mu.Lock()
 	peers, plains := c.peers, c.stopped
-	c.peers, c.stopped, c.closed = map[string]*peer{}, map[string]*client.Client{}, true
+	c.peers, c.stopped = map[string]*peer{}, map[string]*client.Client{}
+	c.closed.Store(true)
 	c.live.Clear()
 	c.mu.Unlock()
 	for _, pc := range plains {
@@ -213,22 +210,26 @@ func (c *Client) Close() error {
 
 // route finds where an entry for addr goes: a lane, or a plain client.
 func (c *Client) route(ctx context.Context, addr string) (*lane, *client.Client, error) {
-	p, err := c.peer(addr)
-	if err != nil {
-		return nil, nil, err
-	}
-	if p == nil {
-		// Stopped: the plain path until Start.
-		pc, err := c.stoppedPlain(addr)
-		return nil, pc, err
-	}
 	key, hasKey := ctx.Value(keyCtx{}).(string)
-	l, pc, err := p.pick(ctx, key, hasKey)
-	if errors.Is(err, errForgotten) {
-		// The peer left the table just now; a fresh one takes over.
-		return c.route(ctx, addr)
+	// errForgotten means the address changed hands while we looked (its
+	// peer was forgotten, or it was started again): look again, a few times.
+	for try := 0; ; try++ {
+		p, err := c.peer(addr)
+		if err != nil {
+			return nil, nil, err
+		}
+		var l *lane
+		var pc *client.Client
+		if p == nil {
+			// Stopped: the plain path until Start.
+			pc, err = c.stoppedPlain(addr)
+		} else {
+			l, pc, err = p.pick(ctx, key, hasKey)
+		}
+		if !errors.Is(err, errForgotten) || try == 3 {
+			return l, pc, err
+		}
 	}
-	return l, pc, err
 }
 
 // forget removes p from the table, if it is still the address's peer.
@@ -245,20 +246,36 @@ func (c *Client) forget(p *peer) {
 // connecting it on first use or after it broke.
 func (c *Client) stoppedPlain(addr string) (*client.Client, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
+	pc, ok := c.stopped[addr]
+	c.mu.Unlock()
+	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	if pc := c.stopped[addr]; pc != nil && !pc.IsShutdown() && !pc.IsClosing() {
+	if !ok {
+		return nil, fmt.Errorf("%w: %s was started again", errForgotten, addr)
+	}
+	if pc != nil && !pc.IsShutdown() && !pc.IsClosing() {
 		return pc, nil
 	}
+	// Dialled without the lock: a slow connect must not hold up calls to
+	// other addresses.
 	network, host := splitAddr(addr)
-	pc := client.NewClient(c.opts.RPCX)
-	if err := pc.Connect(network, host); err != nil {
+	fresh := client.NewClient(c.opts.RPCX)
+	if err := fresh.Connect(network, host); err != nil {
 		return nil, err
 	}
-	c.stopped[addr] = pc
-	return pc, nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur, ok := c.stopped[addr]; !ok || c.closed.Load() || (cur != nil && cur != pc) {
+		// Started again, closed, or someone else connected meanwhile.
+		fresh.Close()
+		if cur != nil && cur != pc {
+			return cur, nil
+		}
+		return nil, fmt.Errorf("%w: %s changed while connecting", errForgotten, addr)
+	}
+	c.stopped[addr] = fresh
+	return fresh, nil
 }
 
 // newEntry encodes args and builds an entry.

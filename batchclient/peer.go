@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -296,9 +297,9 @@ func handshake(conn net.Conn, auth string, maxBytes int) (codec.Handshake, error
 	h[0] = protocol.MagicNumber()
 	h.SetMessageType(protocol.Request)
 	h.SetSerializeType(protocol.SerializeNone)
-	var meta map[string]string
+	meta := map[string]string{codec.MetaMaxFrame: strconv.Itoa(maxBytes)}
 	if auth != "" {
-		meta = map[string]string{share.AuthKey: auth}
+		meta[share.AuthKey] = auth
 	}
 	if _, err := conn.Write(codec.AppendMessage(nil, &h, codec.ServicePath, codec.MethodHandshake, meta, nil)); err != nil {
 		return codec.Handshake{}, err

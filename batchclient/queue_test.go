@@ -220,3 +220,20 @@ func tcpPair(t *testing.T) (net.Conn, net.Conn) {
 	t.Cleanup(func() { a.Close(); b.Close() })
 	return a, b
 }
+
+// A reply larger than the frames this client reads fails only its own call,
+// with the reason; the lanes stay up.
+func TestReplyLargerThanClientCap(t *testing.T) {
+	addr, _ := startServer(t, false)
+	c := newClient(t, batchclient.WithMaxFrameBytes(256<<10))
+	in := waitConnected(t, c, addr)
+	n := 1 << 20
+	var out []byte
+	err := c.Call(ctxT(t, 5*time.Second), addr, "Echo", "Grow", &n, &out)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "exceeds the frame byte cap")
+	n = 100 << 10
+	require.NoError(t, c.Call(ctxT(t, 5*time.Second), addr, "Echo", "Grow", &n, &out))
+	assert.Len(t, out, n)
+	assert.Equal(t, in, c.Info(addr), "the lanes were not torn down")
+}

@@ -56,7 +56,7 @@ func NewXClientWith(bc *Client, servicePath string, failMode client.FailMode, se
 	b := &builder{bc: bc, cache: make(map[string]client.RPCClient)}
 	client.RegisterCacheClientBuilder(network, b)
 	d := newBatchDiscovery(discovery, network)
-	return &xClient{XClient: client.NewXClient(servicePath, failMode, selectMode, d, option), bc: bc, disc: d}
+	return &xClient{XClient: client.NewXClient(servicePath, failMode, selectMode, d, option), bc: bc, disc: d, b: b}
 }
 
 // xClient is rpcx's own XClient over a discovery that points its tcp
@@ -65,6 +65,7 @@ type xClient struct {
 	client.XClient
 	bc         *Client
 	disc       *batchDiscovery
+	b          *builder
 	ownsClient bool
 }
 
@@ -80,6 +81,9 @@ func (x *xClient) Auth(token string) {
 func (x *xClient) Close() error {
 	err := x.XClient.Close()
 	x.disc.stopForwarding()
+	// rpcx keeps builders in a global table with no way to remove one:
+	// empty ours so that all it holds after Close is its name.
+	x.b.release()
 	if x.ownsClient {
 		x.bc.Close()
 	}
@@ -115,11 +119,24 @@ func (b *builder) DeleteCachedClient(c client.RPCClient, k, _, _ string) {
 
 func (b *builder) GenerateClient(k, _, _ string) (client.RPCClient, error) {
 	_, hostport, _ := strings.Cut(k, "@")
-	rc := &rpcClient{bc: b.bc, addr: hostport}
-	if err := b.bc.Start(hostport); err != nil {
+	b.mu.Lock()
+	bc := b.bc
+	b.mu.Unlock()
+	if bc == nil {
+		return nil, ErrClosed
+	}
+	rc := &rpcClient{bc: bc, addr: hostport}
+	if err := bc.Start(hostport); err != nil {
 		return nil, err
 	}
 	return rc, nil
+}
+
+// release drops what the builder holds once its XClient is closed.
+func (b *builder) release() {
+	b.mu.Lock()
+	b.bc, b.cache = nil, map[string]client.RPCClient{}
+	b.mu.Unlock()
 }
 
 // rpcClient is the client.RPCClient rpcx's XClient sees for one server. It

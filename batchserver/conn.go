@@ -19,6 +19,11 @@ import (
 // handler) are in sequence and never count against it.
 const maxHeldFrames = 4096
 
+// maxGap is how long later frames may wait for a missing one before the
+// connection is given up: the client's lanes then reconnect, and their
+// calls fail with ErrConnection instead of hanging.
+const maxGap = 2 * time.Second
+
 // conn is the batch state of one client connection: it puts frames back in
 // lane order, and it collects replies and writes them as reply frames.
 type conn struct {
@@ -31,6 +36,11 @@ type conn struct {
 	nextSeq    uint64
 	held       map[uint64][]codec.Entry
 	delivering bool
+	gapTimer   *time.Timer // armed while a frame is missing
+
+	// maxReply is the largest reply frame: the smaller of this server's
+	// MaxFrameBytes and what the client said it reads.
+	maxReply atomic.Int64
 
 	// Window. inflight counts the entries delivered and not yet finished;
 	// credits counts finished casts and sends not yet credited back.
@@ -50,7 +60,18 @@ type conn struct {
 }
 
 func newConn(p *Plugin, c net.Conn) *conn {
-	return &conn{p: p, c: c, nextSeq: 1, held: make(map[uint64][]codec.Entry)}
+	st := &conn{p: p, c: c, nextSeq: 1, held: make(map[uint64][]codec.Entry)}
+	st.maxReply.Store(int64(p.opts.MaxFrameBytes))
+	return st
+}
+
+// capReply replaces a reply that would not fit a frame with an error.
+func (c *conn) capReply(rp codec.Reply) codec.Reply {
+	if n, max := codec.ReplySize(&rp), int(c.maxReply.Load()); n > max {
+		return codec.Reply{ID: rp.ID, Status: codec.StatusError,
+			Error: fmt.Sprintf("%v: %d bytes, cap %d", ErrReplyTooLarge, n, max)}
+	}
+	return rp
 }
 
 // fail logs a protocol violation and closes only this connection.
@@ -71,7 +92,7 @@ func (c *conn) deliver(seq uint64, entries []codec.Entry) {
 	c.orderMu.Lock()
 	_, gap := c.held[c.nextSeq]
 	gap = !gap && seq != c.nextSeq
-	if seq < c.nextSeq || c.held[seq] != nil || (gap && len(c.held) >= maxHeldFrames) {
+	if seq < c.nextSeq || c.held[seq] != nil || len(c.held) >= maxHeldFrames*4 || (gap && len(c.held) >= maxHeldFrames) {
 		err := fmt.Errorf("%w: frame %d out of sequence (next is %d, %d held)", codec.ErrMalformed, seq, c.nextSeq, len(c.held))
 		c.orderMu.Unlock()
 		c.fail(err)
@@ -81,6 +102,14 @@ func (c *conn) deliver(seq uint64, entries []codec.Entry) {
 		entries = []codec.Entry{}
 	}
 	c.held[seq] = entries
+	if gap && c.gapTimer == nil {
+		// A frame before this one is missing. rpcx hands frames to
+		// goroutines, so it is normally a moment away; but rpcx may also
+		// have dropped it (a rate-limiting plugin), and then this lane
+		// would wait forever. A gap that lasts is a broken connection.
+		want := c.nextSeq
+		c.gapTimer = time.AfterFunc(maxGap, func() { c.gapExpired(want) })
+	}
 	if c.delivering {
 		c.orderMu.Unlock()
 		return
@@ -90,6 +119,10 @@ func (c *conn) deliver(seq uint64, entries []codec.Entry) {
 		// Even if run panics, the lane's later frames must not wait for a
 		// delivery that will never come.
 		c.delivering = false
+		if len(c.held) > 0 && c.gapTimer == nil {
+			want := c.nextSeq
+			c.gapTimer = time.AfterFunc(maxGap, func() { c.gapExpired(want) })
+		}
 		c.orderMu.Unlock()
 	}()
 	for {
@@ -99,9 +132,24 @@ func (c *conn) deliver(seq uint64, entries []codec.Entry) {
 		}
 		delete(c.held, c.nextSeq)
 		c.nextSeq++
+		if c.gapTimer != nil {
+			c.gapTimer.Stop()
+			c.gapTimer = nil
+		}
 		c.orderMu.Unlock()
 		c.run(next)
 		c.orderMu.Lock()
+	}
+}
+
+// gapExpired closes the connection if frame want is still missing.
+func (c *conn) gapExpired(want uint64) {
+	c.orderMu.Lock()
+	stuck := c.nextSeq == want && len(c.held) > 0
+	c.gapTimer = nil
+	c.orderMu.Unlock()
+	if stuck {
+		c.fail(fmt.Errorf("%w: frame %d never arrived (dropped before the plugin saw it?); %d later frames waited %v", codec.ErrMalformed, want, len(c.held), maxGap))
 	}
 }
 
@@ -141,7 +189,7 @@ func (c *conn) queueReply(rp codec.Reply) {
 		c.replyMu.Unlock()
 		return
 	}
-	c.replies = append(c.replies, rp)
+	c.replies = append(c.replies, c.capReply(rp))
 	c.nReply.Store(int32(len(c.replies)))
 	c.kickLocked()
 }
@@ -217,7 +265,7 @@ func (c *conn) fit(batch []codec.Reply) int {
 	n, size := 0, 0
 	for n < len(batch) && n < c.p.opts.BatchCap {
 		size += codec.ReplySize(&batch[n])
-		if n > 0 && size > c.p.opts.MaxFrameBytes {
+		if n > 0 && size > int(c.maxReply.Load()) {
 			break
 		}
 		n++

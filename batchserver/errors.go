@@ -11,6 +11,10 @@ var (
 	// ErrWindowExceeded is why a connection is closed when its client keeps
 	// far more entries unfinished than the window the handshake granted.
 	ErrWindowExceeded = errors.New("rpcxbatch: client exceeded its window of unfinished entries")
+	// ErrReplyTooLarge is the error a call gets instead of a reply that
+	// would not fit one frame the client reads (the smaller of both sides'
+	// MaxFrameBytes): the reply is dropped, the connection goes on.
+	ErrReplyTooLarge = errors.New("rpcxbatch: reply exceeds the frame byte cap; return less or raise MaxFrameBytes on both sides")
 	// ErrSendHandlerExists reports a second HandleSend for the same name.
 	ErrSendHandlerExists = errors.New("rpcxbatch: a send handler is already registered under this name")
 )

@@ -125,3 +125,14 @@ func TestFrameBeforeHandshakeClosesConnection(t *testing.T) {
 	requireClosedByPeer(t, raw, 2*time.Second)
 	assert.Equal(t, before+1, counter(p.Metrics(), "rpcxbatch.server.errors.malformed"))
 }
+
+// A frame that never arrives (rpcx may drop a frame, for example under a
+// rate-limiting plugin) does not leave the lane waiting forever: the
+// connection is closed and the client reconnects.
+func TestMissingFrameClosesConnection(t *testing.T) {
+	addr, _, _ := startServer(t)
+	raw := rawDial(t, addr)
+	rawHandshake(t, raw)
+	rawWrite(t, raw, batchMessage(frame(2, mulEntry(1)))) // frame 1 never comes
+	requireClosedByPeer(t, raw, 5*time.Second)
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 
 	metrics "github.com/rcrowley/go-metrics"
@@ -174,7 +175,11 @@ func (p *Plugin) conn(c net.Conn) *conn {
 
 func (p *Plugin) handshake(ctx *server.Context) error {
 	if c, _ := ctx.Get(server.RemoteConnContextKey).(net.Conn); c != nil {
-		p.conn(c)
+		st := p.conn(c)
+		// Reply frames stay within what this client reads.
+		if v, err := strconv.Atoi(ctx.Metadata()[codec.MetaMaxFrame]); err == nil && v > 0 {
+			st.maxReply.Store(int64(min(v, p.opts.MaxFrameBytes)))
+		}
 	}
 	h := codec.Handshake{
 		Version:       codec.Version,

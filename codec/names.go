@@ -25,4 +25,7 @@ const (
 	MetaBatch = "rpcxbatch"
 	// MetaPoolSize is the pool size the server asks clients to open.
 	MetaPoolSize = "rpcxbatch_pool"
+	// MetaMaxFrame, in a handshake request's metadata, is the largest frame
+	// the client reads; the server keeps its reply frames within it.
+	MetaMaxFrame = "rpcxbatch_max_frame"
 )

@@ -124,3 +124,9 @@ func (Slow) Take(ctx context.Context, b *[]byte, n *int) error {
 	*n = len(*b)
 	return nil
 }
+
+// Grow returns n zero bytes: a reply far larger than its request.
+func (Echo) Grow(_ context.Context, n *int, r *[]byte) error {
+	*r = make([]byte, *n)
+	return nil
+}
