@@ -21,7 +21,8 @@ import (
 )
 
 // entry is one queued request: the wire entry plus what the writer needs to
-// finish it (the caller's deadline) and the call waiting for its reply.
+// finish it (the caller's deadline, to send the time left) and its encoded
+// size for the queue's byte accounting.
 type entry struct {
 	codec.Entry
 	deadline time.Time
@@ -54,9 +55,8 @@ type lane struct {
 	unfinished int
 	window     int
 	queue      []*entry
-	spare      []*entry
 	qBytes     int
-	room       chan struct{} // closed when the writer drains a full queue
+	room       chan struct{} // closed (and replaced) to wake callers waiting for room
 	wake       chan struct{} // cap 1: the queue went from empty to non-empty
 	dead       chan struct{} // closed by fail
 	deadErr    error         // set before dead is closed
