@@ -16,7 +16,8 @@ import (
 // maxHeldFrames bounds the frames one connection may hold while the frame
 // before them is missing; a peer that runs that far ahead of itself is not
 // an rpcxbatch lane. Frames held only because delivery is busy (a slow send
-// handler) are in sequence and never count against it.
+// handler) are in sequence and may be four times as many (the client's
+// window normally keeps them far fewer).
 const maxHeldFrames = 4096
 
 // maxGap is how long later frames may wait for a missing one before the
