@@ -25,6 +25,12 @@ const maxHeldFrames = 4096
 // calls fail with ErrConnection instead of hanging.
 const maxGap = 2 * time.Second
 
+// heldFrame is a frame waiting for its turn in lane order.
+type heldFrame struct {
+	entries []codec.Entry
+	arrived time.Time
+}
+
 // conn is the batch state of one client connection: it puts frames back in
 // lane order, and it collects replies and writes them as reply frames.
 type conn struct {
@@ -35,7 +41,7 @@ type conn struct {
 	// finds the next expected frame delivers it and every held frame after it.
 	orderMu    sync.Mutex
 	nextSeq    uint64
-	held       map[uint64][]codec.Entry
+	held       map[uint64]heldFrame
 	delivering bool
 	gapTimer   *time.Timer // armed while a frame is missing
 
@@ -61,7 +67,7 @@ type conn struct {
 }
 
 func newConn(p *Plugin, c net.Conn) *conn {
-	st := &conn{p: p, c: c, nextSeq: 1, held: make(map[uint64][]codec.Entry)}
+	st := &conn{p: p, c: c, nextSeq: 1, held: make(map[uint64]heldFrame)}
 	st.maxReply.Store(int64(p.opts.MaxFrameBytes))
 	return st
 }
@@ -93,16 +99,16 @@ func (c *conn) deliver(seq uint64, entries []codec.Entry) {
 	c.orderMu.Lock()
 	_, gap := c.held[c.nextSeq]
 	gap = !gap && seq != c.nextSeq
-	if seq < c.nextSeq || c.held[seq] != nil || len(c.held) >= maxHeldFrames*4 || (gap && len(c.held) >= maxHeldFrames) {
+	_, dup := c.held[seq]
+	if seq < c.nextSeq || dup || len(c.held) >= maxHeldFrames*4 || (gap && len(c.held) >= maxHeldFrames) {
 		err := fmt.Errorf("%w: frame %d out of sequence (next is %d, %d held)", codec.ErrMalformed, seq, c.nextSeq, len(c.held))
 		c.orderMu.Unlock()
 		c.fail(err)
 		return
 	}
-	if entries == nil {
-		entries = []codec.Entry{}
-	}
-	c.held[seq] = entries
+	// Deadlines count from when the frame arrived, not from when its turn
+	// came behind an earlier frame.
+	c.held[seq] = heldFrame{entries: entries, arrived: time.Now()}
 	if gap && c.gapTimer == nil {
 		// A frame before this one is missing. rpcx hands frames to
 		// goroutines, so it is normally a moment away; but rpcx may also
@@ -138,7 +144,7 @@ func (c *conn) deliver(seq uint64, entries []codec.Entry) {
 			c.gapTimer = nil
 		}
 		c.orderMu.Unlock()
-		c.run(next)
+		c.run(next.entries, next.arrived)
 		c.orderMu.Lock()
 	}
 }
@@ -157,8 +163,7 @@ func (c *conn) gapExpired(want uint64) {
 // run starts every entry of one frame, in frame order: calls and casts each
 // in a goroutine of their own (as rpcx runs requests), sends inline so that
 // they reach their handler in order.
-func (c *conn) run(entries []codec.Entry) {
-	arrived := time.Now()
+func (c *conn) run(entries []codec.Entry, arrived time.Time) {
 	for i := range entries {
 		e := &entries[i]
 		switch e.Kind {
