@@ -154,25 +154,6 @@ func (s *jsonSink) close() error {
 	return s.f.Close()
 }
 
-// readResults reads a JSON lines file written by jsonSink.
-func readResults(path string) ([]Result, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("read results: %w", err)
-	}
-	defer f.Close()
-	var out []Result
-	dec := json.NewDecoder(f)
-	for dec.More() {
-		var r Result
-		if err := dec.Decode(&r); err != nil {
-			return nil, fmt.Errorf("read results %s: %w", path, err)
-		}
-		out = append(out, r)
-	}
-	return out, nil
-}
-
 // tableHeader and tableRow print the stdout table: one row per point,
 // plain and batch side by side, ratio = batch ops/s ÷ plain ops/s.
 func tableHeader(w io.Writer) {
