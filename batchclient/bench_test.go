@@ -76,9 +76,15 @@ func benchCalls(b *testing.B, g int, wc *testsvc.WriteCounter, call callFunc, fr
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	args := testsvc.NewData(7)
-	// Warm up the connection, the pools and the goroutine stacks.
-	var r testsvc.Data
-	require.NoError(b, call(ctx, args, &r))
+	// Warm up with the same load shape, two calls per goroutine, so that
+	// the timed run measures the steady state on both paths: the
+	// connection, the pools, the heap grown to its working size, and the
+	// goroutines (each of the g callers and, on the server, the goroutines
+	// that run the requests) already made once. A short timed run at 10,000
+	// goroutines would otherwise be dominated by the process growing.
+	if err := callLoad(ctx, g, 2*g, args, call); err != nil {
+		b.Fatal(err)
+	}
 
 	b.ReportAllocs()
 	srvW0, procW0, cpu0 := wc.Writes.Load(), testsvc.ProcessWriteSyscalls(), testsvc.ProcessCPU()
@@ -88,34 +94,10 @@ func benchCalls(b *testing.B, g int, wc *testsvc.WriteCounter, call callFunc, fr
 	}
 	b.ResetTimer()
 	start := time.Now()
-	var wg sync.WaitGroup
-	errs := make(chan error, g)
-	per, extra := b.N/g, b.N%g
-	for i := 0; i < g; i++ {
-		n := per
-		if i < extra {
-			n++
-		}
-		if n == 0 {
-			continue
-		}
-		wg.Add(1)
-		go func(n int) {
-			defer wg.Done()
-			var reply testsvc.Data
-			for j := 0; j < n; j++ {
-				if err := call(ctx, args, &reply); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}(n)
-	}
-	wg.Wait()
+	err := callLoad(ctx, g, b.N, args, call)
 	elapsed := time.Since(start)
 	b.StopTimer()
-	close(errs)
-	for err := range errs {
+	if err != nil {
 		b.Fatal(err)
 	}
 	srvW := wc.Writes.Load() - srvW0
@@ -131,6 +113,37 @@ func benchCalls(b *testing.B, g int, wc *testsvc.WriteCounter, call callFunc, fr
 		cliW := testsvc.ProcessWriteSyscalls() - procW0 - srvW
 		b.ReportMetric(float64(cliW)/float64(b.N), "cli-writes/call")
 	}
+}
+
+// callLoad makes n calls from g goroutines, spread evenly, and returns the
+// first error.
+func callLoad(ctx context.Context, g, n int, args *testsvc.Data, call callFunc) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, g)
+	per, extra := n/g, n%g
+	for i := 0; i < g; i++ {
+		k := per
+		if i < extra {
+			k++
+		}
+		if k == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func(k int) {
+			defer wg.Done()
+			var reply testsvc.Data
+			for j := 0; j < k; j++ {
+				if err := call(ctx, args, &reply); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(k)
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
 }
 
 // BenchmarkCast measures fire-and-forget calls that the server runs (Echo.Data

@@ -1,7 +1,6 @@
 package batchclient
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -280,25 +279,23 @@ func (c *Client) stoppedPlain(addr string) (*client.Client, error) {
 
 // newEntry encodes args and builds an entry.
 func (c *Client) newEntry(ctx context.Context, kind codec.Kind, path, method string, args any) (*entry, error) {
-	var payload []byte
+	e := getEntry()
+	var err error
 	if kind == codec.KindSend {
 		// Copied: Send returns before the frame is written, and the caller
 		// may reuse its buffer at once.
 		b, _ := args.([]byte)
-		payload = bytes.Clone(b)
-	} else {
-		var err error
-		if payload, err = fastcodec.Encode(c.opts.SerializeType, args); err != nil {
-			if errors.Is(err, fastcodec.ErrNoCodec) {
-				return nil, ErrUnsupportedCodec
-			}
-			return nil, err
+		e.buf = append(e.buf[:0], b...)
+	} else if e.buf, err = fastcodec.Append(e.buf[:0], c.opts.SerializeType, args); err != nil {
+		putEntry(e)
+		if errors.Is(err, fastcodec.ErrNoCodec) {
+			return nil, ErrUnsupportedCodec
 		}
+		return nil, err
 	}
-	e := getEntry()
 	e.Kind, e.ServicePath, e.ServiceMethod = kind, path, method
 	e.SerializeType = uint8(c.opts.SerializeType)
-	e.Payload = payload
+	e.Payload = e.buf
 	if m, ok := ctx.Value(reqMetaKey).(map[string]string); ok && len(m) > 0 {
 		// Copied: rpcx's XClient writes the auth token into this map.
 		e.Metadata = make(map[string]string, len(m))

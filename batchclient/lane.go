@@ -27,7 +27,15 @@ type entry struct {
 	codec.Entry
 	deadline time.Time
 	size     int
+	// buf is the payload's storage, kept with the pooled entry so that
+	// the next entry encodes into it without allocating.
+	buf []byte
 }
+
+// maxKeptPayload is the largest payload buffer a pooled entry keeps: under
+// overload every queued entry returns one to the pool, and large ones
+// would make the pool hold payload-sized memory per caller.
+const maxKeptPayload = 4 << 10
 
 // lane is one connection to a batch peer with exactly one writer goroutine
 // (the only path to the socket) and one reader goroutine. Callers put
@@ -565,7 +573,13 @@ var entryPool = sync.Pool{New: func() any { return new(entry) }}
 
 func getEntry() *entry { return entryPool.Get().(*entry) }
 
+// putEntry returns e to the pool once its payload has been copied into a
+// frame (or it was never sent).
 func putEntry(e *entry) {
+	buf := e.buf
 	*e = entry{}
+	if cap(buf) <= maxKeptPayload {
+		e.buf = buf[:0]
+	}
 	entryPool.Put(e)
 }

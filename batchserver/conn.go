@@ -64,6 +64,11 @@ type conn struct {
 	writing bool
 	broken  bool
 	buf     []byte
+
+	// replyBufs recycles reply payloads; written collects the payloads of
+	// the frame being written (used only by the writer).
+	replyBufs replyBufs
+	written   [][]byte
 }
 
 func newConn(p *Plugin, c net.Conn) *conn {
@@ -298,10 +303,16 @@ func (c *conn) writeFrame(replies []codec.Reply, credits int64) error {
 		var mark codec.MessageMark
 		b, mark = codec.StartMessage(b, &h, codec.ServicePath, codec.MethodReply, nil)
 		b = codec.AppendReplyHeader(b, c.p.incarnation, len(replies))
+		written := c.written[:0]
 		for i := range replies {
 			b = codec.AppendReply(b, &replies[i])
-			replies[i] = codec.Reply{} // let the payload go
+			written = append(written, replies[i].Payload)
+			replies[i] = codec.Reply{}
 		}
+		// Copied into the frame: the buffers can take the next replies.
+		c.replyBufs.putPayloads(written)
+		clear(written)
+		c.written = written[:0]
 		codec.FinishMessage(b, mark)
 		c.p.metrics.replyFrames.Inc(1)
 		c.p.metrics.replyBatch.Update(int64(len(replies)))

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/smallnest/rpcx/protocol"
-	"github.com/smallnest/rpcx/server"
 	"github.com/smallnest/rpcx/share"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
@@ -24,39 +23,32 @@ var (
 
 // entryContext builds the context a handler sees, as rpcx builds it for a
 // plain request: the connection, the request and response metadata, and the
-// caller's deadline.
-//
-// The returned deadline context, when the caller had a deadline, must be
-// ended (end) when the entry is done.
-func entryContext(c *conn, e *codec.Entry, arrived time.Time) (*share.Context, map[string]string, *deadlineCtx) {
-	ctx := share.WithValue(context.Background(), server.RemoteConnContextKey, c.c)
-	ctx.SetValue(server.StartRequestContextKey, arrived.UnixNano())
-	if e.Metadata == nil {
-		e.Metadata = make(map[string]string)
-	}
-	resMeta := make(map[string]string)
-	ctx.SetValue(reqMetaKey, e.Metadata)
-	ctx.SetValue(resMetaKey, resMeta)
-	var dl *deadlineCtx
+// caller's deadline, counted from when the entry's frame arrived. The entry
+// must be ended (end) when it is done.
+func entryContext(c *conn, e *codec.Entry, arrived time.Time) *entryCtx {
+	var deadline time.Time
 	if e.TimeoutMicros > 0 {
-		dl = newDeadlineCtx(ctx.Context, arrived.Add(time.Duration(e.TimeoutMicros)*time.Microsecond))
-		ctx.Context = dl
+		deadline = arrived.Add(time.Duration(e.TimeoutMicros) * time.Microsecond)
 	}
-	return ctx, resMeta, dl
+	return newEntryCtx(c.c, arrived, e.Metadata, e.TimeoutMicros > 0, deadline)
 }
 
 // runCall runs one call or cast entry the way rpcx runs a request: auth,
 // lookup, decode, PreCall plugins, the method, PostCall plugins, encode. A
 // call's outcome goes back as a reply; a cast's is only counted.
 func (p *Plugin) runCall(c *conn, e *codec.Entry, arrived time.Time) {
-	ctx, resMeta, dl := entryContext(c, e, arrived)
-	defer dl.end()
-	payload, err := p.guarded(ctx, e)
+	ec := entryContext(c, e, arrived)
+	defer ec.end()
+	var dst []byte
+	if e.Kind == codec.KindCall {
+		dst = c.replyBufs.get()
+	}
+	payload, err := p.guarded(ec.shareContext(), e, dst)
 	if e.Kind != codec.KindCall {
 		return
 	}
 	rp := codec.Reply{ID: e.ID, Payload: payload}
-	if len(resMeta) > 0 {
+	if resMeta := ec.responseMetadata(); len(resMeta) > 0 {
 		rp.Metadata = resMeta
 	}
 	if err != nil {
@@ -69,7 +61,9 @@ func (p *Plugin) runCall(c *conn, e *codec.Entry, arrived time.Time) {
 // PreCall or PostCall plugin, a codec's Unmarshal on untrusted bytes, the
 // handler) into this entry's error, as rpcx recovers a plain request: the
 // entry fails, the server goes on.
-func (p *Plugin) guarded(ctx *share.Context, e *codec.Entry) (payload []byte, err error) {
+//
+// A call's reply is encoded by appending to dst.
+func (p *Plugin) guarded(ctx *share.Context, e *codec.Entry, dst []byte) (payload []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			p.metrics.errPanic.Inc(1)
@@ -77,10 +71,10 @@ func (p *Plugin) guarded(ctx *share.Context, e *codec.Entry) (payload []byte, er
 			payload, err = nil, &PanicError{Service: e.ServicePath, Method: e.ServiceMethod, Value: fmt.Sprint(r)}
 		}
 	}()
-	return p.execute(ctx, e)
+	return p.execute(ctx, e, dst)
 }
 
-func (p *Plugin) execute(ctx *share.Context, e *codec.Entry) (payload []byte, err error) {
+func (p *Plugin) execute(ctx *share.Context, e *codec.Entry, dst []byte) (payload []byte, err error) {
 	// An entry whose caller had no time left when the frame was written.
 	// (The entry starts as soon as its frame is read, so the deadline, set
 	// from the time it arrived, cannot have passed since.)
@@ -130,7 +124,7 @@ func (p *Plugin) execute(ctx *share.Context, e *codec.Entry) (payload []byte, er
 	if e.Kind != codec.KindCall || replyI == nil {
 		return nil, err
 	}
-	data, encErr := fastcodec.Encode(st, replyI)
+	data, encErr := fastcodec.Append(dst, st, replyI)
 	if encErr != nil {
 		p.metrics.errCodec.Inc(1)
 		if err == nil {
@@ -178,8 +172,9 @@ func (p *Plugin) runSend(c *conn, e *codec.Entry, arrived time.Time) {
 		p.metrics.errUnknownSend.Inc(1)
 		return
 	}
-	ctx, _, dl := entryContext(c, e, arrived)
-	defer dl.end()
+	ec := entryContext(c, e, arrived)
+	defer ec.end()
+	ctx := ec.shareContext()
 	// Recovered here, before auth: a panic must neither reach rpcx nor stop
 	// the lane's delivery.
 	defer func() {

@@ -45,10 +45,10 @@ func BenchmarkExecute(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		e := codec.Entry{Kind: codec.KindCall, ID: 1, ServicePath: "Echo", ServiceMethod: "Data",
 			SerializeType: uint8(protocol.MsgPack), Payload: payload, TimeoutMicros: 5000000}
-		ctx, _, dl := entryContext(c, &e, time.Now())
-		if _, err := p.execute(ctx, &e); err != nil {
+		ec := entryContext(c, &e, time.Now())
+		if _, err := p.execute(ec.shareContext(), &e, nil); err != nil {
 			b.Fatal(err)
 		}
-		dl.end()
+		ec.end()
 	}
 }

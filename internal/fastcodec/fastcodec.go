@@ -20,13 +20,34 @@ import (
 // ErrNoCodec is returned for a serialize type with no registered codec.
 var ErrNoCodec = errors.New("rpcxbatch: no rpcx codec is registered for this serialize type")
 
-// maxPooledBuffer is the largest encode scratch buffer kept for reuse.
-const maxPooledBuffer = 1 << 10
+var readerPool = sync.Pool{New: func() any { return new(bytes.Reader) }}
 
-var (
-	bufPool    = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-	readerPool = sync.Pool{New: func() any { return new(bytes.Reader) }}
-)
+// appendWriter is the io.Writer an encoder writes through: it appends to
+// a slice the caller supplies. It has WriteByte and WriteString so that
+// msgpack writes to it directly rather than through a buffered wrapper.
+type appendWriter struct{ b []byte }
+
+func (w *appendWriter) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
+
+func (w *appendWriter) WriteByte(c byte) error { w.b = append(w.b, c); return nil }
+
+func (w *appendWriter) WriteString(s string) (int, error) {
+	w.b = append(w.b, s...)
+	return len(s), nil
+}
+
+// appendEncoder is a msgpack encoder bound to its appendWriter, pooled as
+// a pair.
+type appendEncoder struct {
+	w   appendWriter
+	enc *msgpack.Encoder
+}
+
+var encoderPool = sync.Pool{New: func() any {
+	e := new(appendEncoder)
+	e.enc = msgpack.NewEncoder(&e.w)
+	return e
+}}
 
 // isRPCXMsgpack reports whether st is served by rpcx's own msgpack codec
 // (a user may have registered another one under the same type).
@@ -39,31 +60,38 @@ func isRPCXMsgpack(st protocol.SerializeType) (codec.Codec, bool) {
 	return c, false
 }
 
-// Encode encodes v with the codec of st.
+// Encode encodes v with the codec of st into a new slice.
 func Encode(st protocol.SerializeType, v any) ([]byte, error) {
+	return Append(nil, st, v)
+}
+
+// Append encodes v with the codec of st, appending to dst, and returns
+// the extended slice. With rpcx's msgpack codec the bytes are written
+// straight into dst, so a caller that reuses dst encodes without
+// allocating. Another codec's bytes are copied in, so that the result is
+// always the caller's to reuse, except when dst is nil: then they are
+// returned as the codec made them.
+func Append(dst []byte, st protocol.SerializeType, v any) ([]byte, error) {
 	c, fast := isRPCXMsgpack(st)
 	if c == nil {
-		return nil, ErrNoCodec
+		return dst, ErrNoCodec
 	}
 	if !fast {
-		return c.Encode(v)
+		b, err := c.Encode(v)
+		if dst == nil {
+			return b, err
+		}
+		return append(dst, b...), err
 	}
 	if m, ok := v.(msgp.Marshaler); ok {
-		return m.MarshalMsg(nil)
+		return m.MarshalMsg(dst)
 	}
-	buf := bufPool.Get().(*bytes.Buffer)
-	buf.Reset()
-	enc := msgpack.GetEncoder()
-	enc.Reset(buf)
-	err := enc.Encode(v)
-	msgpack.PutEncoder(enc)
-	out := bytes.Clone(buf.Bytes())
-	// Only small scratch buffers go back: under overload every caller
-	// encoding at once leaves one in the pool, and large ones would make
-	// the pool hold payload-sized memory per caller.
-	if buf.Cap() <= maxPooledBuffer {
-		bufPool.Put(buf)
-	}
+	e := encoderPool.Get().(*appendEncoder)
+	e.w.b = dst
+	err := e.enc.Encode(v)
+	out := e.w.b
+	e.w.b = nil
+	encoderPool.Put(e)
 	return out, err
 }
 

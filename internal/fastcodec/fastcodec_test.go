@@ -51,3 +51,22 @@ func BenchmarkFastCodec(b *testing.B) {
 		_ = fastcodec.Decode(protocol.MsgPack, p, &r)
 	}
 }
+
+// Append writes the same bytes after what dst holds, for every serialize
+// type, and reuses dst's storage when it has room.
+func TestAppend(t *testing.T) {
+	d := testsvc.NewData(5)
+	for _, st := range []protocol.SerializeType{protocol.MsgPack, protocol.JSON} {
+		want, err := share.Codecs[st].Encode(d)
+		require.NoError(t, err)
+		dst := make([]byte, 3, 1024)
+		copy(dst, "abc")
+		got, err := fastcodec.Append(dst, st, d)
+		require.NoError(t, err)
+		require.Equal(t, "abc", string(got[:3]))
+		require.Equal(t, want, got[3:], "serialize type %d", st)
+		require.Same(t, &dst[0], &got[0], "room in dst: no new storage")
+	}
+	_, err := fastcodec.Append(nil, protocol.SerializeType(200), 1)
+	require.ErrorIs(t, err, fastcodec.ErrNoCodec)
+}

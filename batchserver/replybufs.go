@@ -1,0 +1,51 @@
+package batchserver
+
+import "sync"
+
+// Reply payloads are encoded into buffers the connection recycles: the
+// writer hands each one back once it has copied the payload into a reply
+// frame, and the next call on the connection encodes into it. Without
+// this, every reply allocated its payload twice (the encoder's buffer and
+// the copy handed to the writer).
+const (
+	// maxKeptReplyBuf is the largest buffer kept for reuse; a rare large
+	// reply's buffer is left to the collector.
+	maxKeptReplyBuf = 4 << 10
+	// maxKeptReplyBufs bounds the buffers one connection keeps.
+	maxKeptReplyBufs = 4096
+	// newReplyBufCap is the capacity of a fresh buffer: enough for a
+	// typical small reply without growing.
+	newReplyBufCap = 512
+)
+
+// replyBufs is a connection's free list of reply payload buffers.
+type replyBufs struct {
+	mu   sync.Mutex
+	free [][]byte
+}
+
+// get returns an empty buffer to encode a reply into.
+func (r *replyBufs) get() []byte {
+	r.mu.Lock()
+	if n := len(r.free); n > 0 {
+		b := r.free[n-1]
+		r.free[n-1] = nil
+		r.free = r.free[:n-1]
+		r.mu.Unlock()
+		return b
+	}
+	r.mu.Unlock()
+	return make([]byte, 0, newReplyBufCap)
+}
+
+// putPayloads takes back the payload buffers of replies the writer has
+// copied into a frame.
+func (r *replyBufs) putPayloads(payloads [][]byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, b := range payloads {
+		if b != nil && cap(b) <= maxKeptReplyBuf && len(r.free) < maxKeptReplyBufs {
+			r.free = append(r.free, b[:0])
+		}
+	}
+}
