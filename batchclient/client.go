@@ -11,6 +11,7 @@ import (
 
 	metrics "github.com/rcrowley/go-metrics"
 	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/protocol"
 	"github.com/smallnest/rpcx/share"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
@@ -414,8 +415,8 @@ func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod stri
 	select {
 	case <-call.Done:
 		err = call.Error
-		if err == nil && reply != nil {
-			err = c.decodeReply(sc.pending.raw, reply)
+		if err == nil && sc.pending.undecoded {
+			err = decodeReply(c.opts.SerializeType, sc.pending.raw, reply)
 		}
 		if deadline, ok := ctx.Deadline(); err != nil && (ctx.Err() != nil || ok && !time.Now().Before(deadline)) {
 			// The server gave up at the same deadline, maybe a moment before
@@ -436,8 +437,8 @@ func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod stri
 		// take it as if Done had won the race.
 		<-call.Done
 		err = call.Error
-		if err == nil && reply != nil {
-			err = c.decodeReply(sc.pending.raw, reply)
+		if err == nil && sc.pending.undecoded {
+			err = decodeReply(c.opts.SerializeType, sc.pending.raw, reply)
 		}
 	}
 	// Whoever completed the call claimed it first, so nothing refers to it.
@@ -490,9 +491,16 @@ func putSyncCall(sc *syncCall) {
 	syncCallPool.Put(sc)
 }
 
-// decodeReply decodes an encoded reply with the client's codec.
-func (c *Client) decodeReply(raw []byte, reply any) error {
-	return fastcodec.Decode(c.opts.SerializeType, raw, reply)
+// decodeReply decodes an encoded reply with the client's codec. A codec
+// that panics on the server's bytes (a custom decoder, say) fails only
+// this call.
+func decodeReply(st protocol.SerializeType, raw []byte, reply any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: decoding the reply panicked: %v", ErrDecode, r)
+		}
+	}()
+	return fastcodec.Decode(st, raw, reply)
 }
 
 // Cast runs servicePath.serviceMethod at addr without waiting for, or

@@ -10,6 +10,7 @@ import (
 	"github.com/smallnest/rpcx/client"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
 	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
@@ -105,4 +106,34 @@ func TestContextDeadlineReturnsPromptly(t *testing.T) {
 	err := c.Call(ctx, addr, "Arith", "Sleep", &testsvc.Args{A: 5000, B: 1}, &r)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, time.Since(start), time.Second)
+}
+
+// panicReply is a reply type whose decoder panics, as a mismatched custom
+// decoder might.
+type panicReply struct{}
+
+func (*panicReply) DecodeMsgpack(*msgpack.Decoder) error { panic("bad reply type") }
+
+// TestReplyDecodePanicFailsOnlyItsCall: a reply that the codec panics on
+// fails its own call with ErrDecode, whether the lane's reader decoded it
+// (a small reply, or any reply of Go) or the caller did (a large reply),
+// and the lane goes on serving.
+func TestReplyDecodePanicFailsOnlyItsCall(t *testing.T) {
+	addr, _ := startServer(t, false)
+	c := newClient(t)
+	waitConnected(t, c, addr)
+	ctx := ctxT(t, 5*time.Second)
+	for _, size := range []int{16, 64 << 10} {
+		err := c.Call(ctx, addr, "Echo", "Grow", &size, &panicReply{})
+		require.ErrorIs(t, err, batchclient.ErrDecode, "reply of %d bytes", size)
+		assert.Contains(t, err.Error(), "bad reply type")
+	}
+	size := 16
+	call := c.Go(ctx, addr, "Echo", "Grow", &size, &panicReply{}, nil)
+	<-call.Done
+	require.ErrorIs(t, call.Error, batchclient.ErrDecode)
+
+	var r testsvc.Reply
+	require.NoError(t, c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 3}, &r))
+	assert.Equal(t, 6, r.C)
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/smallnest/rpcx/share"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
-	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
 	"github.com/rpcxbatch/rpcxbatch/internal/settle"
 	"github.com/rpcxbatch/rpcxbatch/internal/stackpad"
 )
@@ -149,13 +148,20 @@ func (l *lane) close(err error) {
 type pendingCall struct {
 	call      *client.Call
 	stopWatch func() bool
-	// deferDecode asks the reader to copy the encoded reply into raw and
-	// leave decoding to the caller (Call does): the reader then readies a
-	// whole frame's callers in one quick pass, and the decoding runs on
-	// their goroutines, in parallel, instead of serially on the reader.
+	// deferDecode says the caller waits for the call and can decode the
+	// reply itself (Call does). The reader then decodes only small replies,
+	// whose bytes it has just read and which take it a moment; a larger
+	// one it copies into raw and sets undecoded, and the caller decodes it
+	// on its own goroutine, so one big reply does not hold up the lane's
+	// other replies.
 	deferDecode bool
+	undecoded   bool
 	raw         []byte
 }
+
+// maxReaderDecode is the largest reply the reader decodes itself for a
+// caller that could decode it (see pendingCall.deferDecode).
+const maxReaderDecode = 4 << 10
 
 func (l *lane) finish(pc *pendingCall, err error) {
 	if pc.stopWatch != nil {
@@ -545,12 +551,11 @@ func (l *lane) complete(rp *codec.Reply) {
 	switch {
 	case rp.Status == codec.StatusError:
 		err = serviceError(rp.Error)
-	case pc.deferDecode:
+	case pc.deferDecode && len(rp.Payload) > maxReaderDecode:
 		pc.raw = append(pc.raw[:0], rp.Payload...)
+		pc.undecoded = true
 	case call.Reply != nil:
-		if derr := fastcodec.Decode(l.c.opts.SerializeType, rp.Payload, call.Reply); derr != nil {
-			err = derr
-		}
+		err = decodeReply(l.c.opts.SerializeType, rp.Payload, call.Reply)
 	}
 	if err != nil {
 		l.c.metrics.errService.Inc(1)

@@ -1,7 +1,6 @@
 package batchserver
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -10,45 +9,6 @@ import (
 
 	"github.com/smallnest/rpcx/server"
 )
-
-// method is one callable of an rpcx service: a method on a receiver or a
-// registered function.
-type method struct {
-	fn        reflect.Value
-	rcvr      reflect.Value // invalid for functions
-	argType   reflect.Type
-	replyType reflect.Type
-}
-
-// call invokes the method with a fresh argument decoded by decode and
-// returns the reply pointer. A panic in the handler is turned into an error.
-func (m *method) newArg() (ptr any, arg reflect.Value) {
-	if m.argType.Kind() == reflect.Pointer {
-		v := reflect.New(m.argType.Elem())
-		return v.Interface(), v
-	}
-	v := reflect.New(m.argType)
-	return v.Interface(), v.Elem()
-}
-
-func (m *method) newReply() reflect.Value { return reflect.New(m.replyType.Elem()) }
-
-func (m *method) invoke(ctx context.Context, arg, reply reflect.Value) error {
-	// The context goes in as a value of the interface type the method
-	// declares: passed as its concrete type (*share.Context), reflect would
-	// check on every call that the type implements the interface.
-	ctxV := reflect.ValueOf(&ctx).Elem()
-	var out []reflect.Value
-	if m.rcvr.IsValid() {
-		out = m.fn.Call([]reflect.Value{m.rcvr, ctxV, arg, reply})
-	} else {
-		out = m.fn.Call([]reflect.Value{ctxV, arg, reply})
-	}
-	if e, _ := out[0].Interface().(error); e != nil {
-		return e
-	}
-	return nil
-}
 
 // serviceTable mirrors rpcx's own service map. rpcx keeps its services in
 // unexported fields and offers no way to call one from outside; reading them
@@ -182,5 +142,7 @@ func typed(v reflect.Value, m *method) (*method, error) {
 	if m.argType == nil || m.replyType == nil || m.replyType.Kind() != reflect.Pointer || !m.fn.IsValid() {
 		return nil, fmt.Errorf("%w (method types unreadable)", ErrUnsupportedRPCX)
 	}
+	m.ctxIface = m.ctxType() == contextType
+	m.direct = directCall(m)
 	return m, nil
 }
