@@ -174,13 +174,10 @@ func (c *conn) run(entries []codec.Entry, arrived time.Time) {
 		switch e.Kind {
 		case codec.KindCall:
 			c.p.metrics.calls.Inc(1)
-			c.p.workers.run(func() { c.p.runCall(c, e, arrived) })
+			c.p.workers.run(task{c: c, e: e, arrived: arrived})
 		case codec.KindCast:
 			c.p.metrics.casts.Inc(1)
-			c.p.workers.run(func() {
-				c.p.runCall(c, e, arrived)
-				c.credit()
-			})
+			c.p.workers.run(task{c: c, e: e, arrived: arrived})
 		case codec.KindSend:
 			c.p.metrics.sends.Inc(1)
 			c.p.runSend(c, e, arrived)

@@ -1,8 +1,19 @@
 package batchserver
 
+import "time"
+
 // CallsDirectly reports whether the plugin calls service.method without
 // reflect (see directCall).
 func CallsDirectly(p *Plugin, service, methodName string) bool {
 	m, _ := p.services.lookup(service, methodName)
 	return m != nil && m.direct != nil
 }
+
+// IdleWorkers is the number of goroutines the plugin keeps parked.
+func IdleWorkers(p *Plugin) int { return p.workers.idleCount() }
+
+// TrimWorkers ends the parked goroutines idle for the timeout as of now.
+func TrimWorkers(p *Plugin, now time.Time) { p.workers.trim(now) }
+
+// IdleWorkerTimeout is how long a parked goroutine is kept unused.
+const IdleWorkerTimeout = idleWorkerTimeout

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"time"
 
 	metrics "github.com/rcrowley/go-metrics"
 	"github.com/smallnest/rpcx/log"
@@ -148,6 +149,14 @@ func (p *Plugin) HandleConnClose(c net.Conn) bool {
 		p.workers.release(false)
 	}
 	return true
+}
+
+// HeartbeatRequest is rpcx's HeartbeatPlugin hook. Lanes send heartbeats
+// while they are quiet, so a quiet server still ends the goroutines it has
+// kept parked unused for a while (see workers).
+func (p *Plugin) HeartbeatRequest(context.Context, *protocol.Message) error {
+	p.workers.trim(time.Now())
+	return nil
 }
 
 // Close releases the goroutines the plugin keeps parked for reuse; entries

@@ -2,12 +2,35 @@ package batchserver
 
 import (
 	"sync"
+	"time"
 
+	"github.com/rpcxbatch/rpcxbatch/codec"
 	"github.com/rpcxbatch/rpcxbatch/internal/stackpad"
 )
 
-// maxIdleWorkers bounds the goroutines kept parked for reuse.
-const maxIdleWorkers = 4096
+const (
+	// maxIdleWorkers bounds the goroutines kept parked for reuse.
+	maxIdleWorkers = 16384
+	// idleWorkerTimeout is how long a parked goroutine is kept unused
+	// before it ends.
+	idleWorkerTimeout = 10 * time.Second
+	// trimEvery is how often parked goroutines are checked for age.
+	trimEvery = time.Second
+)
+
+// task is one call or cast entry to run.
+type task struct {
+	c       *conn
+	e       *codec.Entry
+	arrived time.Time
+}
+
+func (t task) run() {
+	t.c.p.runCall(t.c, t.e, t.arrived)
+	if t.e.Kind == codec.KindCast {
+		t.c.credit()
+	}
+}
 
 // workers runs call and cast entries on reused goroutines. Each entry still
 // runs alone on a goroutine of its own while it runs, as rpcx runs each
@@ -16,53 +39,96 @@ const maxIdleWorkers = 4096
 // new goroutine being created and its stack grown again (stack growth was
 // a fifth of the server's CPU with a goroutine per entry).
 //
-// Parked goroutines are released when the plugin's last connection closes
-// and by Plugin.Close, so an idle server holds none.
+// As many goroutines are kept as the busiest moment needed, up to
+// maxIdleWorkers: a frame of a thousand entries starts a thousand at once,
+// and with fewer kept the next such frame made up the difference anew
+// (with 10,000 callers, a tenth of the CPU). A goroutine parked unused for
+// idleWorkerTimeout ends; the check runs as goroutines park and at each
+// client heartbeat (trim). All parked goroutines are released when the
+// plugin's last connection closes and by Plugin.Close, so an idle server
+// holds none.
 type workers struct {
-	mu     sync.Mutex
-	idle   []chan func()
-	closed bool
+	mu       sync.Mutex
+	idle     []idleWorker // oldest parked first
+	lastTrim time.Time
+	closed   bool
 }
 
-// run starts fn on an idle goroutine, or on a new one.
-func (w *workers) run(fn func()) {
+// idleWorker is a parked goroutine: a task sent on ch runs on it, and a
+// closed ch ends it.
+type idleWorker struct {
+	ch     chan task
+	parked time.Time
+}
+
+// run starts t on an idle goroutine, or on a new one.
+func (w *workers) run(t task) {
 	w.mu.Lock()
 	if n := len(w.idle); n > 0 {
-		ch := w.idle[n-1]
+		// The most recently parked: its stack is the likeliest to be warm.
+		ch := w.idle[n-1].ch
+		w.idle[n-1] = idleWorker{}
 		w.idle = w.idle[:n-1]
 		w.mu.Unlock()
-		ch <- fn
+		ch <- t
 		return
 	}
 	w.mu.Unlock()
-	go w.loop(fn)
+	go w.loop(t)
 }
 
-func (w *workers) loop(fn func()) {
+func (w *workers) loop(t task) {
 	// A parked worker would have its stack shrunk at every collection and
 	// grown back by the next entry (a quarter of the server's CPU in the
 	// cast benchmark): see stackpad.
 	var pad stackpad.Pad
 	stackpad.Touch(&pad)
-	ch := make(chan func(), 1)
-	for fn != nil {
-		fn()
+	ch := make(chan task, 1)
+	for ok := true; ok; {
+		t.run()
 		if !w.park(ch) {
 			break
 		}
-		fn = <-ch // nil: released
+		t, ok = <-ch
 	}
 	stackpad.Touch(&pad)
 }
 
-func (w *workers) park(ch chan func()) bool {
+// park puts the calling goroutine on the idle list, or reports false when
+// it should end instead.
+func (w *workers) park(ch chan task) bool {
+	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed || len(w.idle) >= maxIdleWorkers {
 		return false
 	}
-	w.idle = append(w.idle, ch)
+	w.idle = append(w.idle, idleWorker{ch: ch, parked: now})
+	if now.Sub(w.lastTrim) >= trimEvery {
+		w.trimLocked(now)
+	}
 	return true
+}
+
+// trim ends the goroutines parked unused for idleWorkerTimeout.
+func (w *workers) trim(now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.trimLocked(now)
+}
+
+func (w *workers) trimLocked(now time.Time) {
+	w.lastTrim = now
+	old := 0
+	for old < len(w.idle) && now.Sub(w.idle[old].parked) >= idleWorkerTimeout {
+		close(w.idle[old].ch)
+		old++
+	}
+	if old > 0 {
+		n := copy(w.idle, w.idle[old:])
+		clear(w.idle[n:])
+		w.idle = w.idle[:n]
+	}
 }
 
 // release ends every parked goroutine; with closed set, later entries still
@@ -73,7 +139,14 @@ func (w *workers) release(closed bool) {
 	w.idle = nil
 	w.closed = w.closed || closed
 	w.mu.Unlock()
-	for _, ch := range idle {
-		ch <- nil
+	for _, iw := range idle {
+		close(iw.ch)
 	}
+}
+
+// idleCount is the number of parked goroutines.
+func (w *workers) idleCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.idle)
 }

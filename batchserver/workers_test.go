@@ -1,0 +1,66 @@
+package batchserver_test
+
+import (
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rpcxbatch/rpcxbatch/batchserver"
+	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
+)
+
+// TestWorkersKeptThenTrimmed: after a burst of concurrent calls the server
+// keeps the goroutines that ran them parked for the next burst; those
+// unused for the idle timeout end, and the rest end with the last
+// connection.
+func TestWorkersKeptThenTrimmed(t *testing.T) {
+	addr, _, p := startServer(t)
+	c := newClient(t)
+	waitConnected(t, c, addr)
+	ctx := ctxT(t, 10*time.Second)
+
+	const n = 2000
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var r testsvc.Reply
+			if err := c.Call(ctx, addr, "Arith", "Sleep", &testsvc.Args{A: 50, B: i}, &r); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	// Every call slept at once, so as many goroutines ran them; all are
+	// parked now.
+	require.True(t, eventually(2*time.Second, func() bool { return batchserver.IdleWorkers(p) >= n/2 }),
+		"parked: %d", batchserver.IdleWorkers(p))
+
+	// Not yet idle long enough: kept.
+	kept := batchserver.IdleWorkers(p)
+	batchserver.TrimWorkers(p, time.Now())
+	assert.Equal(t, kept, batchserver.IdleWorkers(p))
+
+	// Idle past the timeout: ended, and their goroutines are gone.
+	before := runtime.NumGoroutine()
+	batchserver.TrimWorkers(p, time.Now().Add(batchserver.IdleWorkerTimeout+time.Second))
+	assert.Equal(t, 0, batchserver.IdleWorkers(p))
+	require.True(t, eventually(2*time.Second, func() bool { return runtime.NumGoroutine() <= before-kept }),
+		"goroutines %d, before trimming %d, trimmed %d", runtime.NumGoroutine(), before, kept)
+
+	// The server goes on, parking anew.
+	var r testsvc.Reply
+	require.NoError(t, c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 3}, &r))
+	assert.Equal(t, 6, r.C)
+	require.True(t, eventually(time.Second, func() bool { return batchserver.IdleWorkers(p) == 1 }))
+}
