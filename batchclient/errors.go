@@ -33,6 +33,9 @@ var (
 	ErrTooLarge = errors.New("rpcxbatch: entry exceeds the frame byte cap; send a smaller payload or raise MaxFrameBytes on both sides")
 	// ErrUnsupportedCodec is returned for a serialize type rpcx has no codec for.
 	ErrUnsupportedCodec = errors.New("rpcxbatch: no rpcx codec for this serialize type")
+	// ErrEncode wraps an error or a panic of the codec while it encoded a
+	// call's arguments; the call was not sent.
+	ErrEncode = errors.New("rpcxbatch: cannot encode the arguments; check that the codec supports their type")
 	// ErrDecode wraps a panic in the codec while it decoded a reply; the
 	// reply value's type does not match what the server sent.
 	ErrDecode = errors.New("rpcxbatch: cannot decode the reply; check that the reply type matches the server's")

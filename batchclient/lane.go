@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/smallnest/rpcx/share"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
+	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
 	"github.com/rpcxbatch/rpcxbatch/internal/settle"
 	"github.com/rpcxbatch/rpcxbatch/internal/stackpad"
 )
@@ -29,6 +31,40 @@ type entry struct {
 	// buf is the payload's storage, kept with the pooled entry so that
 	// the next entry encodes into it without allocating.
 	buf []byte
+
+	// A synchronous Call's arguments are encoded by the lane's writer, not
+	// by the caller (see Client.Call): deferred is set, args holds them
+	// until then, and argState hands them over between the two. Such an
+	// entry belongs to its caller, who returns it to the pool.
+	deferred bool
+	args     any
+	argState atomic.Int32
+}
+
+// States of a deferred entry's arguments (entry.argState).
+const (
+	argsQueued    int32 = iota // not yet taken by the writer
+	argsEncoding               // the writer is encoding them
+	argsWithdrawn              // the caller returned first; the writer drops the entry
+	argsEncoded                // encoded: the caller's arguments are free again
+	argsDone                   // the writer is done with the entry
+)
+
+// withdraw is called by a deferred entry's caller when its call is over,
+// however it ended. It returns once the writer no longer reads the
+// arguments, and recycles the entry when the writer is done with it too.
+func (e *entry) withdraw() {
+	if e.argState.CompareAndSwap(argsQueued, argsWithdrawn) {
+		return // the writer will drop it; it is garbage then
+	}
+	for e.argState.Load() == argsEncoding {
+		// Encoding takes microseconds; this only happens when the call
+		// ended (context, lost lane) in the middle of it.
+		runtime.Gosched()
+	}
+	if e.argState.Load() == argsDone {
+		putEntry(e)
+	}
 }
 
 // maxKeptPayload is the largest payload buffer a pooled entry keeps: under
@@ -120,12 +156,15 @@ func (l *lane) fail(err error) {
 
 	l.c.metrics.errConn.Inc(int64(len(queued)))
 	for _, e := range queued {
+		deferred := e.deferred // e is its caller's once the call is finished
 		if e.Kind == codec.KindCall {
 			if call := l.claim(e.ID); call != nil {
 				l.finish(call, err)
 			}
 		}
-		putEntry(e)
+		if !deferred {
+			putEntry(e)
+		}
 	}
 	l.pmu.Lock()
 	pending := l.pending
@@ -384,9 +423,11 @@ func (l *lane) writeLoop() {
 			if len(batch) == 0 {
 				break
 			}
-			frameSeq++
+			if batch = l.encodeDeferred(batch); len(batch) == 0 {
+				continue
+			}
 			var err error
-			buf, err = l.writeFrame(buf[:0], frameSeq, batch)
+			buf, err = l.writeFrames(buf[:0], &frameSeq, batch)
 			if err != nil {
 				l.fail(fmt.Errorf("%w: %w", ErrConnection, err))
 				return
@@ -399,8 +440,85 @@ func (l *lane) writeLoop() {
 	}
 }
 
-// writeFrame encodes batch as one rpcx message and writes it with one Write.
-func (l *lane) writeFrame(buf []byte, frameSeq uint64, batch []*entry) ([]byte, error) {
+// encodeDeferred encodes the arguments of the batch's deferred entries and
+// returns the batch without those not to be sent: withdrawn by their
+// callers, or failed to encode (their calls fail here). Their places in
+// the window go back.
+func (l *lane) encodeDeferred(batch []*entry) []*entry {
+	kept, dropped := batch[:0], 0
+	for _, e := range batch {
+		if !e.deferred {
+			kept = append(kept, e)
+			continue
+		}
+		if !e.argState.CompareAndSwap(argsQueued, argsEncoding) {
+			dropped++ // withdrawn: the call is over, and e is its caller's
+			continue
+		}
+		err := l.encodeArgs(e)
+		if err == nil {
+			e.argState.Store(argsEncoded)
+			kept = append(kept, e)
+			continue
+		}
+		dropped++
+		id := e.ID
+		e.argState.Store(argsDone) // from here on e is its caller's
+		if pc := l.claim(id); pc != nil {
+			l.c.metrics.errCodec.Inc(1)
+			l.finish(pc, err)
+		}
+	}
+	clear(batch[len(kept):])
+	if dropped > 0 {
+		l.release(dropped)
+	}
+	return kept
+}
+
+// encodeArgs encodes a deferred entry's arguments as its payload. A codec
+// that panics fails only this call.
+func (l *lane) encodeArgs(e *entry) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: encoding the arguments panicked: %v", ErrEncode, r)
+		}
+	}()
+	payload, err := fastcodec.Append(e.buf[:0], l.c.opts.SerializeType, e.args)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrEncode, err)
+	}
+	e.args = nil
+	e.buf, e.Payload = payload, payload
+	e.size = codec.EntrySize(&e.Entry)
+	if e.size > l.frameBytes {
+		return fmt.Errorf("%w: %d bytes, cap %d", ErrTooLarge, e.size, l.frameBytes)
+	}
+	return nil
+}
+
+// writeFrames writes batch with one Write, as one frame, or as several
+// when its deferred arguments turned out bigger than take counted them.
+func (l *lane) writeFrames(buf []byte, frameSeq *uint64, batch []*entry) ([]byte, error) {
+	for len(batch) > 0 {
+		n, size := 0, 0
+		for n < len(batch) {
+			size += batch[n].size
+			if n > 0 && size > l.frameBytes {
+				break
+			}
+			n++
+		}
+		*frameSeq++
+		buf = l.appendFrame(buf, *frameSeq, batch[:n])
+		batch = batch[n:]
+	}
+	return buf, l.write(buf)
+}
+
+// appendFrame appends batch as one rpcx message and recycles its entries
+// (a deferred entry goes back to its caller instead).
+func (l *lane) appendFrame(buf []byte, frameSeq uint64, batch []*entry) []byte {
 	var h protocol.Header
 	h[0] = protocol.MagicNumber()
 	h.SetMessageType(protocol.Request)
@@ -414,7 +532,7 @@ func (l *lane) writeFrame(buf []byte, frameSeq uint64, batch []*entry) ([]byte, 
 	buf, mark := codec.StartMessage(buf, &h, codec.ServicePath, codec.MethodBatch, meta)
 	buf = codec.AppendBatchHeader(buf, frameSeq, len(batch))
 	now := time.Now()
-	for _, e := range batch {
+	for i, e := range batch {
 		// The time left travels, not the deadline: the two clocks differ.
 		if !e.deadline.IsZero() {
 			e.TimeoutMicros = int64(e.deadline.Sub(now) / time.Microsecond)
@@ -423,12 +541,17 @@ func (l *lane) writeFrame(buf []byte, frameSeq uint64, batch []*entry) ([]byte, 
 			}
 		}
 		buf = codec.AppendEntry(buf, &e.Entry)
-		putEntry(e)
+		if e.deferred {
+			e.argState.Store(argsDone) // from here on e is its caller's
+		} else {
+			putEntry(e)
+		}
+		batch[i] = nil
 	}
 	codec.FinishMessage(buf, mark)
 	l.c.metrics.frames.Inc(1)
 	l.c.metrics.batchSize.Update(int64(len(batch)))
-	return buf, l.write(buf)
+	return buf
 }
 
 // write writes b whole. Each attempt is bounded by HeartbeatTimeout, and a
