@@ -174,9 +174,11 @@ func (c *conn) run(entries []codec.Entry, arrived time.Time) {
 		switch e.Kind {
 		case codec.KindCall:
 			c.p.metrics.calls.Inc(1)
+			c.p.workers.pace()
 			c.p.workers.run(task{c: c, e: e, arrived: arrived})
 		case codec.KindCast:
 			c.p.metrics.casts.Inc(1)
+			c.p.workers.pace()
 			c.p.workers.run(task{c: c, e: e, arrived: arrived})
 		case codec.KindSend:
 			c.p.metrics.sends.Inc(1)

@@ -1,7 +1,9 @@
 package batchserver
 
 import (
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
@@ -16,6 +18,9 @@ const (
 	idleWorkerTimeout = 10 * time.Second
 	// trimEvery is how often parked goroutines are checked for age.
 	trimEvery = time.Second
+	// maxUnstarted is how many handed-out entries may wait to be scheduled
+	// before the dispatcher lets them run (see workers.pace).
+	maxUnstarted = 256
 )
 
 // task is one call or cast entry to run.
@@ -48,6 +53,10 @@ func (t task) run() {
 // plugin's last connection closes and by Plugin.Close, so an idle server
 // holds none.
 type workers struct {
+	// unstarted counts entries handed to a goroutine that has not yet
+	// begun to run them.
+	unstarted atomic.Int64
+
 	mu       sync.Mutex
 	idle     []idleWorker // oldest parked first
 	lastTrim time.Time
@@ -61,8 +70,24 @@ type idleWorker struct {
 	parked time.Time
 }
 
+// pace keeps the dispatcher from running far ahead of the scheduler. A
+// frame's entries are handed out faster than goroutines get a processor,
+// and without a limit every entry of every frame in flight (up to the
+// window, tens of thousands with casts) became a runnable goroutine at
+// once: that many stacks, and as many goroutines made anew once the idle
+// ones ran out. While maxUnstarted entries wait to be scheduled, the
+// dispatcher yields to them. Entries that have started count no more, so
+// handlers that block (a slow database) never hold up the entries behind
+// them: each still runs at once on a goroutine of its own.
+func (w *workers) pace() {
+	for w.unstarted.Load() >= maxUnstarted {
+		runtime.Gosched()
+	}
+}
+
 // run starts t on an idle goroutine, or on a new one.
 func (w *workers) run(t task) {
+	w.unstarted.Add(1)
 	w.mu.Lock()
 	if n := len(w.idle); n > 0 {
 		// The most recently parked: its stack is the likeliest to be warm.
@@ -85,6 +110,7 @@ func (w *workers) loop(t task) {
 	stackpad.Touch(&pad)
 	ch := make(chan task, 1)
 	for ok := true; ok; {
+		w.unstarted.Add(-1)
 		t.run()
 		if !w.park(ch) {
 			break

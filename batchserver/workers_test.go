@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rpcxbatch/rpcxbatch/batchclient"
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
 	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
 )
@@ -31,7 +32,7 @@ func TestWorkersKeptThenTrimmed(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var r testsvc.Reply
-			if err := c.Call(ctx, addr, "Arith", "Sleep", &testsvc.Args{A: 50, B: i}, &r); err != nil {
+			if err := c.Call(ctx, addr, "Arith", "Sleep", &testsvc.Args{A: 300, B: i}, &r); err != nil {
 				errs <- err
 			}
 		}()
@@ -41,9 +42,9 @@ func TestWorkersKeptThenTrimmed(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	// Every call slept at once, so as many goroutines ran them; all are
-	// parked now.
-	require.True(t, eventually(2*time.Second, func() bool { return batchserver.IdleWorkers(p) >= n/2 }),
+	// The calls slept at the same time (most of them), each on a goroutine
+	// of its own; all are parked now.
+	require.True(t, eventually(2*time.Second, func() bool { return batchserver.IdleWorkers(p) >= n/4 }),
 		"parked: %d", batchserver.IdleWorkers(p))
 
 	// Not yet idle long enough: kept.
@@ -63,4 +64,37 @@ func TestWorkersKeptThenTrimmed(t *testing.T) {
 	require.NoError(t, c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 3}, &r))
 	assert.Equal(t, 6, r.C)
 	require.True(t, eventually(time.Second, func() bool { return batchserver.IdleWorkers(p) == 1 }))
+}
+
+// TestCastStormKeepsFewGoroutines: a client casting as fast as it can has
+// a whole window of entries in flight; the server runs them all, but hands
+// them out only as fast as goroutines start, so a few hundred goroutines
+// run them rather than one per entry in flight.
+func TestCastStormKeepsFewGoroutines(t *testing.T) {
+	s, p := newServer(t)
+	counter := new(Counter)
+	require.NoError(t, s.RegisterName("Counter", counter, ""))
+	addr := serve(t, s)
+	c := newClient(t, batchclient.WithLanes(1))
+	waitConnected(t, c, addr)
+	ctx := ctxT(t, 30*time.Second)
+
+	const n = 30000
+	var wg sync.WaitGroup
+	for w := 0; w < 10; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < n/10; i++ {
+				if err := c.Cast(ctx, addr, "Counter", "Inc", &testsvc.Args{A: i}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.True(t, eventually(20*time.Second, func() bool { return counter.n.Load() == n }), "ran %d of %d", counter.n.Load(), n)
+	// Every goroutine that ran a cast is parked now.
+	assert.Less(t, batchserver.IdleWorkers(p), 2000, "goroutines that ran %d casts", n)
 }

@@ -25,7 +25,12 @@ import (
 
 func main() {
 	if os.Getenv(roleEnv) == roleServer {
-		if err := runServer(os.Getenv(listenEnv)); err != nil {
+		stopProfile, err := startCPUProfile("server")
+		if err == nil {
+			err = runServer(os.Getenv(listenEnv))
+			stopProfile()
+		}
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "perf server:", err)
 			os.Exit(1)
 		}
@@ -43,7 +48,12 @@ func main() {
 	// the server process and remove a network namespace, if any.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, cfg, os.Stdout, os.Stderr); err != nil {
+	stopProfile, err := startCPUProfile("client")
+	if err == nil {
+		err = run(ctx, cfg, os.Stdout, os.Stderr)
+		stopProfile()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "perf:", err)
 		stop()
 		os.Exit(1)

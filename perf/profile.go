@@ -1,0 +1,33 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime/pprof"
+)
+
+// profileEnv, when set to a path prefix, makes both processes write a CPU
+// profile of the whole run: PREFIX.client.pprof (the harness, which drives
+// the load) and PREFIX.server.pprof. Read them with go tool pprof.
+const profileEnv = "RPCXBATCH_PERF_CPUPROFILE"
+
+// startCPUProfile starts the CPU profile of this process's role, if asked
+// for; the returned func stops it and writes it out.
+func startCPUProfile(role string) (stop func(), err error) {
+	prefix := os.Getenv(profileEnv)
+	if prefix == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(prefix + "." + role + ".pprof")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", profileEnv, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", profileEnv, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
