@@ -11,13 +11,16 @@ import (
 type method struct {
 	fn        reflect.Value
 	rcvr      reflect.Value // invalid for functions
+	name      string        // the method's name; empty for functions
 	argType   reflect.Type
 	replyType reflect.Type
 
 	// ctxIface is whether the context parameter is context.Context.
 	ctxIface bool
-	// direct, when set, calls fn without reflect (see directCall).
-	direct func(rcvr unsafe.Pointer, ctx context.Context, arg, reply unsafe.Pointer) error
+	// direct, when set, calls the method without reflect, on directRcvr
+	// (see directCall).
+	direct     func(rcvr unsafe.Pointer, ctx context.Context, arg, reply unsafe.Pointer) error
+	directRcvr unsafe.Pointer
 }
 
 // newArg returns a fresh argument: ptr to decode into, and arg to pass to
@@ -38,11 +41,7 @@ func (m *method) newReply() reflect.Value { return reflect.New(m.replyType.Elem(
 // invoke calls the method.
 func (m *method) invoke(ctx context.Context, arg, reply reflect.Value) error {
 	if m.direct != nil {
-		var rcvr unsafe.Pointer
-		if m.rcvr.IsValid() {
-			rcvr = m.rcvr.UnsafePointer()
-		}
-		return m.direct(rcvr, ctx, arg.UnsafePointer(), reply.UnsafePointer())
+		return m.direct(m.directRcvr, ctx, arg.UnsafePointer(), reply.UnsafePointer())
 	}
 	// A context parameter of type context.Context gets the context as a
 	// value of that interface type: passed as its concrete type
@@ -79,48 +78,63 @@ var (
 )
 
 // directCall returns a plain Go func that calls m's function without
-// reflect, or nil when m's signature does not allow it.
+// reflect, and the receiver to pass it, or nil when m's signature does not
+// allow it.
 //
 // reflect.Value.Call builds an argument frame, allocates the result slice
 // and boxes the error on every call; for a small handler that was a
 // twentieth of the server's CPU per entry. But the rpcx signature most
 // services use, func(ctx context.Context, args *A, reply *R) error on a
-// pointer receiver (or as a registered function), differs from
+// receiver (or as a registered function), differs from
 // func(unsafe.Pointer, context.Context, unsafe.Pointer, unsafe.Pointer) error
 // only in the pointers' element types, and Go passes every pointer the
 // same way whatever it points to: reinterpreting the func value as that
-// type calls the same code with the same registers and stack. Every other
-// shape (a receiver held by value, an argument taken by value, a context
-// parameter of a concrete type) keeps the reflect call.
-func directCall(m *method) func(unsafe.Pointer, context.Context, unsafe.Pointer, unsafe.Pointer) error {
-	if m.argType.Kind() != reflect.Pointer || m.replyType.Kind() != reflect.Pointer {
-		return nil
+// type calls the same code with the same registers and stack. A receiver
+// held by value is called through its pointer method set (the method Go
+// generates for *T, which copies the value, as a call on the value does),
+// on a copy made here that nothing changes. Every other shape (an argument
+// taken by value, a context parameter of a concrete type) keeps the
+// reflect call.
+func directCall(m *method) (func(unsafe.Pointer, context.Context, unsafe.Pointer, unsafe.Pointer) error, unsafe.Pointer) {
+	if m.argType.Kind() != reflect.Pointer || m.replyType.Kind() != reflect.Pointer || !m.ctxIface {
+		return nil, nil
+	}
+	fn := m.fn
+	var rcvr reflect.Value
+	if m.rcvr.IsValid() {
+		rcvr = m.rcvr
+		if rcvr.Kind() != reflect.Pointer {
+			p := reflect.New(rcvr.Type())
+			p.Elem().Set(rcvr)
+			pm, ok := p.Type().MethodByName(m.name)
+			if !ok {
+				return nil, nil
+			}
+			fn, rcvr = pm.Func, p
+		}
 	}
 	params := []reflect.Type{contextType, m.argType, m.replyType}
-	if m.rcvr.IsValid() {
-		if m.rcvr.Kind() != reflect.Pointer {
-			return nil
-		}
-		params = append([]reflect.Type{m.rcvr.Type()}, params...)
+	if rcvr.IsValid() {
+		params = append([]reflect.Type{rcvr.Type()}, params...)
 	}
-	ft := m.fn.Type()
+	ft := fn.Type()
 	if ft.NumIn() != len(params) || ft.NumOut() != 1 || ft.Out(0) != errorType || ft.IsVariadic() {
-		return nil
+		return nil, nil
 	}
 	for i, p := range params {
 		if ft.In(i) != p {
-			return nil
+			return nil, nil
 		}
 	}
-	fn := m.fn.Interface()
+	fi := fn.Interface()
 	// An interface holding a func keeps the func value itself in its data
 	// word (func values are pointer-shaped).
-	data := (*[2]unsafe.Pointer)(unsafe.Pointer(&fn))[1]
-	if m.rcvr.IsValid() {
-		return *(*func(unsafe.Pointer, context.Context, unsafe.Pointer, unsafe.Pointer) error)(unsafe.Pointer(&data))
+	data := (*[2]unsafe.Pointer)(unsafe.Pointer(&fi))[1]
+	if rcvr.IsValid() {
+		return *(*func(unsafe.Pointer, context.Context, unsafe.Pointer, unsafe.Pointer) error)(unsafe.Pointer(&data)), rcvr.UnsafePointer()
 	}
 	call := *(*func(context.Context, unsafe.Pointer, unsafe.Pointer) error)(unsafe.Pointer(&data))
 	return func(_ unsafe.Pointer, ctx context.Context, arg, reply unsafe.Pointer) error {
 		return call(ctx, arg, reply)
-	}
+	}, nil
 }

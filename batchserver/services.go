@@ -107,7 +107,8 @@ func (t *serviceTable) read(name string) (map[string]*method, error) {
 		if !ok || mV.Type() != reflect.TypeFor[reflect.Method]() {
 			return nil, ErrUnsupportedRPCX
 		}
-		m, err := typed(mt, &method{fn: mV.Interface().(reflect.Method).Func, rcvr: rcvr})
+		rm := mV.Interface().(reflect.Method)
+		m, err := typed(mt, &method{fn: rm.Func, rcvr: rcvr, name: rm.Name})
 		if err != nil {
 			return nil, err
 		}
@@ -143,6 +144,6 @@ func typed(v reflect.Value, m *method) (*method, error) {
 		return nil, fmt.Errorf("%w (method types unreadable)", ErrUnsupportedRPCX)
 	}
 	m.ctxIface = m.ctxType() == contextType
-	m.direct = directCall(m)
+	m.direct, m.directRcvr = directCall(m)
 	return m, nil
 }
