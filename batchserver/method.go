@@ -43,6 +43,13 @@ func (m *method) invoke(ctx context.Context, arg, reply reflect.Value) error {
 	if m.direct != nil {
 		return m.direct(m.directRcvr, ctx, arg.UnsafePointer(), reply.UnsafePointer())
 	}
+	return m.invokeReflect(ctx, arg, reply)
+}
+
+// invokeReflect calls the method with reflect. It is a function of its own
+// because reflect makes ctx escape: in invoke, that moved ctx to the heap
+// on every call, direct ones too.
+func (m *method) invokeReflect(ctx context.Context, arg, reply reflect.Value) error {
 	// A context parameter of type context.Context gets the context as a
 	// value of that interface type: passed as its concrete type
 	// (*share.Context), reflect would check on every call that the type

@@ -115,10 +115,12 @@ func DecodeBatch(frame []byte, maxEntries int) (frameSeq uint64, entries []Entry
 		return 0, nil, fmt.Errorf("%w: %d entries, cap %d", ErrTooManyEntries, n, maxEntries)
 	}
 	entries = make([]Entry, n)
+	var prev Entry
 	for i := range entries {
-		if err = decodeEntry(r, &entries[i]); err != nil {
+		if err = decodeEntry(r, &entries[i], &prev); err != nil {
 			return 0, nil, err
 		}
+		prev = entries[i]
 	}
 	if r.left() != 0 {
 		return 0, nil, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, r.left())
@@ -126,7 +128,10 @@ func DecodeBatch(frame []byte, maxEntries int) (frameSeq uint64, entries []Entry
 	return frameSeq, entries, nil
 }
 
-func decodeEntry(r *reader, e *Entry) (err error) {
+// decodeEntry decodes one entry. The entries of a frame mostly name the
+// same service and method: names equal to prev's share its strings rather
+// than being allocated again.
+func decodeEntry(r *reader, e *Entry, prev *Entry) (err error) {
 	if err = r.fixed("entry", 8); err != nil {
 		return err
 	}
@@ -141,10 +146,10 @@ func decodeEntry(r *reader, e *Entry) (err error) {
 	if e.ID, err = r.uint("entry id"); err != nil {
 		return err
 	}
-	if e.ServicePath, err = r.str("service path"); err != nil {
+	if e.ServicePath, err = r.strAs("service path", prev.ServicePath); err != nil {
 		return err
 	}
-	if e.ServiceMethod, err = r.str("service method"); err != nil {
+	if e.ServiceMethod, err = r.strAs("service method", prev.ServiceMethod); err != nil {
 		return err
 	}
 	if e.Metadata, err = r.strMap("metadata"); err != nil {

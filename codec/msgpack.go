@@ -241,6 +241,15 @@ func (r *reader) str(what string) (string, error) {
 	return string(p), err
 }
 
+// strAs reads a string, returning same itself when the bytes equal it.
+func (r *reader) strAs(what, same string) (string, error) {
+	p, err := r.strBytes(what)
+	if err == nil && string(p) == same {
+		return same, nil
+	}
+	return string(p), err
+}
+
 func (r *reader) bin(what string) ([]byte, error) {
 	n, err := r.length(what, 0, 0, 0xc4, 0xc5, 0xc6, 1)
 	if err != nil {
