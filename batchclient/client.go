@@ -310,19 +310,29 @@ func (c *Client) newEntry(ctx context.Context, kind codec.Kind, path, method str
 	e.SerializeType = uint8(c.opts.SerializeType)
 	e.Payload = e.buf
 	if m, ok := ctx.Value(reqMetaKey).(map[string]string); ok && len(m) > 0 {
-		// Copied: rpcx's XClient writes the auth token into this map.
-		e.Metadata = make(map[string]string, len(m))
-		if sc, ok := ctx.(*share.Context); ok {
-			sc.Lock()
-			defer sc.Unlock()
-		}
-		for k, v := range m {
-			e.Metadata[k] = v
-		}
+		e.Metadata = copyMetadata(ctx, m)
 	}
 	e.deadline, _ = ctx.Deadline()
 	e.size = codec.EntrySize(&e.Entry)
 	return e, nil
+}
+
+// copyMetadata copies the request metadata m found in ctx: rpcx's XClient
+// writes the auth token into this map. A function of its own, off the
+// common path: ranging over a map takes a large stack frame, and every
+// caller's stack would grow for it.
+//
+//go:noinline
+func copyMetadata(ctx context.Context, m map[string]string) map[string]string {
+	if sc, ok := ctx.(*share.Context); ok {
+		sc.Lock()
+		defer sc.Unlock()
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }
 
 // Go starts a call to addr and returns at once; the returned rpcx Call is
