@@ -19,8 +19,11 @@ const (
 	// trimEvery is how often parked goroutines are checked for age.
 	trimEvery = time.Second
 	// maxUnstarted is how many handed-out entries may wait to be scheduled
-	// before the dispatcher lets them run (see workers.pace).
-	maxUnstarted = 256
+	// before the dispatcher lets them run (see workers.pace): a whole frame
+	// at the default batch cap. With fewer, a frame's entries were handed
+	// out in parts, their replies ran ahead of the rest, and a frame's
+	// replies went out in two or three frames.
+	maxUnstarted = 1024
 )
 
 // task is one call or cast entry to run.

@@ -68,8 +68,8 @@ func TestWorkersKeptThenTrimmed(t *testing.T) {
 
 // TestCastStormKeepsFewGoroutines: a client casting as fast as it can has
 // a whole window of entries in flight; the server runs them all, but hands
-// them out only as fast as goroutines start, so a few hundred goroutines
-// run them rather than one per entry in flight.
+// them out only as fast as goroutines start, so about a thousand
+// goroutines run them rather than one per entry in flight.
 func TestCastStormKeepsFewGoroutines(t *testing.T) {
 	s, p := newServer(t)
 	counter := new(Counter)
