@@ -278,25 +278,16 @@ func (c *Client) stoppedPlain(addr string) (*client.Client, error) {
 	return fresh, nil
 }
 
-// newEntry builds an entry, encoding args unless deferArgs (a synchronous
-// call's arguments, which the lane's writer encodes; see Call).
-func (c *Client) newEntry(ctx context.Context, kind codec.Kind, path, method string, args any, deferArgs bool) (*entry, error) {
+// newEntry builds an entry and encodes args into it.
+func (c *Client) newEntry(ctx context.Context, kind codec.Kind, path, method string, args any) (*entry, error) {
 	e := getEntry()
 	var err error
-	switch {
-	case kind == codec.KindSend:
+	if kind == codec.KindSend {
 		// Copied: Send returns before the frame is written, and the caller
 		// may reuse its buffer at once.
 		b, _ := args.([]byte)
 		e.buf = append(e.buf[:0], b...)
-	case deferArgs:
-		if share.Codecs[c.opts.SerializeType] == nil {
-			putEntry(e)
-			return nil, ErrUnsupportedCodec
-		}
-		e.deferred, e.args = true, args
-		e.buf = e.buf[:0]
-	default:
+	} else {
 		e.buf, err = fastcodec.Append(e.buf[:0], c.opts.SerializeType, args)
 	}
 	if err != nil {
@@ -309,6 +300,28 @@ func (c *Client) newEntry(ctx context.Context, kind codec.Kind, path, method str
 	e.Kind, e.ServicePath, e.ServiceMethod = kind, path, method
 	e.SerializeType = uint8(c.opts.SerializeType)
 	e.Payload = e.buf
+	if m, ok := ctx.Value(reqMetaKey).(map[string]string); ok && len(m) > 0 {
+		e.Metadata = copyMetadata(ctx, m)
+	}
+	e.deadline, _ = ctx.Deadline()
+	e.size = codec.EntrySize(&e.Entry)
+	return e, nil
+}
+
+// newDeferredEntry builds a call entry whose arguments the lane's writer
+// encodes (see Call). It is kept apart from newEntry, and lean, because
+// it runs on the caller's goroutine: the less stack a waiting caller
+// needs, the less there is for the collector to shrink and the next call
+// to grow back.
+func (c *Client) newDeferredEntry(ctx context.Context, path, method string, args any) (*entry, error) {
+	if share.Codecs[c.opts.SerializeType] == nil {
+		return nil, ErrUnsupportedCodec
+	}
+	e := getEntry()
+	e.deferred, e.args = true, args
+	e.Kind, e.ServicePath, e.ServiceMethod = codec.KindCall, path, method
+	e.SerializeType = uint8(c.opts.SerializeType)
+	e.buf, e.Payload = e.buf[:0], nil
 	if m, ok := ctx.Value(reqMetaKey).(map[string]string); ok && len(m) > 0 {
 		e.Metadata = copyMetadata(ctx, m)
 	}
@@ -394,7 +407,13 @@ func (c *Client) submit(ctx context.Context, l *lane, kind codec.Kind, pc *pendi
 	if err := l.admit(ctx.Done(), ctx.Err); err != nil {
 		return 0, nil, err
 	}
-	e, err := c.newEntry(ctx, kind, call.ServicePath, call.ServiceMethod, call.Args, deferArgs)
+	var e *entry
+	var err error
+	if deferArgs {
+		e, err = c.newDeferredEntry(ctx, call.ServicePath, call.ServiceMethod, call.Args)
+	} else {
+		e, err = c.newEntry(ctx, kind, call.ServicePath, call.ServiceMethod, call.Args)
+	}
 	if err != nil {
 		l.unreserve()
 		return 0, nil, err
@@ -456,7 +475,22 @@ func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod stri
 		// take it as if Done had won the race.
 		<-call.Done
 	}
-	err = call.Error
+	err = c.callResult(ctx, sc, reply)
+	// Before returning: the writer must be done with args.
+	e.withdraw()
+	// Whoever completed the call claimed it first, so nothing refers to it.
+	putSyncCall(sc)
+	return err
+}
+
+// callResult is the outcome of a completed synchronous call: its error, or
+// the reply decoded into reply when the reader left that to the caller.
+// A function of its own so that Call's frame, which every waiting caller
+// keeps on its stack, stays small.
+//
+//go:noinline
+func (c *Client) callResult(ctx context.Context, sc *syncCall, reply any) error {
+	err := sc.call.Error
 	if err == nil && sc.pending.undecoded {
 		err = decodeReply(c.opts.SerializeType, sc.pending.raw, reply)
 	}
@@ -469,10 +503,6 @@ func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod stri
 			err = ctx.Err()
 		}
 	}
-	// Before returning: the writer must be done with args.
-	e.withdraw()
-	// Whoever completed the call claimed it first, so nothing refers to it.
-	putSyncCall(sc)
 	return err
 }
 

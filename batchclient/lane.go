@@ -245,8 +245,12 @@ func (l *lane) enqueue(e *entry, done <-chan struct{}, ctxErr func() error) erro
 		l.qmu.Unlock()
 		return fmt.Errorf("%w: %d bytes, cap %d", ErrTooLarge, e.size, l.frameBytes)
 	}
-	if err := l.roomLocked(e.size, done, ctxErr); err != nil {
-		return err
+	// The common case, room and a live lane, without roomLocked: a caller
+	// that waits keeps this stack, so the shallower the better.
+	if l.deadErr != nil || !l.hasRoomLocked(e.size) {
+		if err := l.roomLocked(e.size, done, ctxErr); err != nil {
+			return err
+		}
 	}
 	l.queue = append(l.queue, e)
 	l.qLen.Store(int32(len(l.queue)))
@@ -316,7 +320,7 @@ func (l *lane) roomLocked(size int, done <-chan struct{}, ctxErr func() error) e
 			return err
 		default:
 		}
-		if len(l.queue)+int(l.reserved.Load()) < l.c.opts.QueueEntries && (l.qBytes+size <= l.c.opts.QueueBytes || len(l.queue) == 0) {
+		if l.hasRoomLocked(size) {
 			return nil
 		}
 		if l.c.opts.Overflow == OverflowFailFast {
@@ -342,6 +346,12 @@ func (l *lane) roomLocked(size int, done <-chan struct{}, ctxErr func() error) e
 }
 
 func (l *lane) queued() int { return int(l.qLen.Load()) }
+
+// hasRoomLocked reports whether the queue has room for an entry of size
+// bytes (an entry larger than QueueBytes fits an empty queue).
+func (l *lane) hasRoomLocked(size int) bool {
+	return len(l.queue)+int(l.reserved.Load()) < l.c.opts.QueueEntries && (l.qBytes+size <= l.c.opts.QueueBytes || len(l.queue) == 0)
+}
 
 // release gives n places of the window back (answers and credits from the
 // server) and wakes the writer if the window had stopped it.
