@@ -369,8 +369,9 @@ func (l *lane) release(n int) {
 }
 
 // take removes from the queue what fits one frame: at least one entry (when
-// the window has room), at most batchCap, within frameBytes.
-func (l *lane) take() []*entry {
+// the window has room), at most batchCap, within frameBytes. It appends
+// them to dst[:0], the writer's reused slice.
+func (l *lane) take(dst []*entry) []*entry {
 	l.qmu.Lock()
 	defer l.qmu.Unlock()
 	n, size := 0, 0
@@ -388,8 +389,7 @@ func (l *lane) take() []*entry {
 	// Anyone waiting for room may fit now (a large entry waits for bytes,
 	// not for a full queue).
 	full := l.waiting > 0
-	batch := make([]*entry, n)
-	copy(batch, l.queue[:n])
+	batch := append(dst[:0], l.queue[:n]...)
 	rest := copy(l.queue, l.queue[n:])
 	clear(l.queue[rest:])
 	l.queue = l.queue[:rest]
@@ -413,6 +413,7 @@ func (l *lane) writeLoop() {
 	defer tick.Stop()
 	var (
 		buf      []byte
+		batch    []*entry
 		frameSeq uint64
 	)
 	for {
@@ -429,15 +430,16 @@ func (l *lane) writeLoop() {
 		}
 		settle.Settle(l.queued, l.batchCap)
 		for {
-			batch := l.take()
+			batch = l.take(batch)
 			if len(batch) == 0 {
 				break
 			}
-			if batch = l.encodeDeferred(batch); len(batch) == 0 {
+			sent := l.encodeDeferred(batch)
+			if len(sent) == 0 {
 				continue
 			}
 			var err error
-			buf, err = l.writeFrames(buf[:0], &frameSeq, batch)
+			buf, err = l.writeFrames(buf[:0], &frameSeq, sent)
 			if err != nil {
 				l.fail(fmt.Errorf("%w: %w", ErrConnection, err))
 				return
