@@ -5,12 +5,12 @@ package settle
 import "runtime"
 
 // MaxYields bounds how often Settle yields, which bounds the latency it can
-// add to a frame when the queue keeps growing. Two yields gather most of
-// what is on its way (perf, call, 1,000 writers: 41-45 entries a frame,
-// against 28-32 with one yield and 35-55 with eight), and more only held
-// the writer back: 113,000-115,000 calls/s with two, 98,000-107,000 with
-// eight.
-const MaxYields = 2
+// add to a frame when the queue keeps growing. A yield puts the writer on
+// the global run queue, which the scheduler looks at every 61 goroutines
+// or so: eight yields let a frame's worth of readied goroutines (several
+// hundred) queue. Two were tried, and gave frames of at most about 120
+// entries and, at 1,000 callers, more than 0.01 writes per call.
+const MaxYields = 8
 
 // Settle yields the processor while queued() keeps growing, up to MaxYields
 // times, and returns as soon as it stops growing or reaches full. It never
