@@ -623,7 +623,6 @@ func (l *lane) readLoop() {
 	var (
 		buf     []byte
 		replies []codec.Reply
-		done    []completed
 	)
 	for {
 		msg, b, err := codec.ReadMessage(br, l.c.opts.MaxFrameBytes+64<<10, buf)
@@ -649,7 +648,10 @@ func (l *lane) readLoop() {
 				l.c.metrics.errStale.Inc(1)
 				continue
 			}
-			done = l.completeAll(replies, done)
+			for i := range replies {
+				l.complete(&replies[i])
+				replies[i] = codec.Reply{}
+			}
 			l.release(len(replies))
 		case msg.Header.MessageType() == protocol.Request && msg.ServicePath == codec.ServicePath && msg.ServiceMethod == codec.MethodCredit:
 			inc, n, err := codec.DecodeCredit(msg.Payload)
@@ -669,39 +671,12 @@ func (l *lane) readLoop() {
 	}
 }
 
-// completed is a call whose reply has been resolved, to be finished.
-type completed struct {
-	pc  *pendingCall
-	err error
-}
-
-// completeAll hands a reply frame's replies to their calls in two passes:
-// first every reply is claimed and decoded, then every caller is woken.
-// The callers of one frame thus become runnable together and call again
-// together, so that the lane's writer finds them queued as one frame,
-// rather than waking each as its reply is decoded and shipping them in
-// dribs.
-func (l *lane) completeAll(replies []codec.Reply, done []completed) []completed {
-	done = done[:0]
-	for i := range replies {
-		if pc, err := l.resolve(&replies[i]); pc != nil {
-			done = append(done, completed{pc, err})
-		}
-		replies[i] = codec.Reply{}
-	}
-	for i := range done {
-		l.finish(done[i].pc, done[i].err)
-		done[i] = completed{}
-	}
-	return done
-}
-
-// resolve claims the call of one reply and decodes the result into the
-// call's reply value; it returns nil when the caller has already given up.
-func (l *lane) resolve(rp *codec.Reply) (*pendingCall, error) {
+// complete hands one reply to its call, decoding the result into the
+// call's reply value.
+func (l *lane) complete(rp *codec.Reply) {
 	pc := l.claim(rp.ID)
 	if pc == nil {
-		return nil, nil // cancelled by its caller
+		return // cancelled by its caller
 	}
 	call := pc.call
 	if rp.Metadata != nil {
@@ -720,7 +695,7 @@ func (l *lane) resolve(rp *codec.Reply) (*pendingCall, error) {
 	if err != nil {
 		l.c.metrics.errService.Inc(1)
 	}
-	return pc, err
+	l.finish(pc, err)
 }
 
 // serviceError turns a server's error text into the error rpcx's own client
