@@ -492,7 +492,7 @@ func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod stri
 func (c *Client) callResult(ctx context.Context, sc *syncCall, reply any) error {
 	err := sc.call.Error
 	if err == nil && sc.pending.undecoded {
-		err = decodeReply(c.opts.SerializeType, sc.pending.raw, reply)
+		err = decodeReply(nil, c.opts.SerializeType, sc.pending.raw, reply)
 	}
 	if deadline, ok := ctx.Deadline(); err != nil && (ctx.Err() != nil || ok && !time.Now().Before(deadline)) {
 		// The server gave up at the same deadline, maybe a moment before
@@ -554,12 +554,16 @@ func putSyncCall(sc *syncCall) {
 // decodeReply decodes an encoded reply with the client's codec. A codec
 // that panics on the server's bytes (a custom decoder, say) fails only
 // this call.
-func decodeReply(st protocol.SerializeType, raw []byte, reply any) (err error) {
+// A caller decoding its own reply passes a nil fc.
+func decodeReply(fc *fastcodec.Codec, st protocol.SerializeType, raw []byte, reply any) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: decoding the reply panicked: %v", ErrDecode, r)
 		}
 	}()
+	if fc != nil {
+		return fc.Decode(st, raw, reply)
+	}
 	return fastcodec.Decode(st, raw, reply)
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -415,6 +416,7 @@ func (l *lane) writeLoop() {
 		buf      []byte
 		batch    []*entry
 		frameSeq uint64
+		fc       fastcodec.Codec // encodes the deferred arguments
 	)
 	for {
 		select {
@@ -434,7 +436,7 @@ func (l *lane) writeLoop() {
 			if len(batch) == 0 {
 				break
 			}
-			sent := l.encodeDeferred(batch)
+			sent := l.encodeDeferred(batch, &fc)
 			if len(sent) == 0 {
 				continue
 			}
@@ -456,7 +458,7 @@ func (l *lane) writeLoop() {
 // returns the batch without those not to be sent: withdrawn by their
 // callers, or failed to encode (their calls fail here). Their places in
 // the window go back.
-func (l *lane) encodeDeferred(batch []*entry) []*entry {
+func (l *lane) encodeDeferred(batch []*entry, fc *fastcodec.Codec) []*entry {
 	kept, dropped := batch[:0], 0
 	for _, e := range batch {
 		if !e.deferred {
@@ -467,7 +469,7 @@ func (l *lane) encodeDeferred(batch []*entry) []*entry {
 			dropped++ // withdrawn: the call is over, and e is its caller's
 			continue
 		}
-		err := l.encodeArgs(e)
+		err := l.encodeArgs(e, fc)
 		if err == nil {
 			e.argState.Store(argsEncoded)
 			kept = append(kept, e)
@@ -490,13 +492,13 @@ func (l *lane) encodeDeferred(batch []*entry) []*entry {
 
 // encodeArgs encodes a deferred entry's arguments as its payload. A codec
 // that panics fails only this call.
-func (l *lane) encodeArgs(e *entry) (err error) {
+func (l *lane) encodeArgs(e *entry, fc *fastcodec.Codec) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: encoding the arguments panicked: %v", ErrEncode, r)
 		}
 	}()
-	payload, err := fastcodec.Append(e.buf[:0], l.c.opts.SerializeType, e.args)
+	payload, err := fc.Append(e.buf[:0], l.c.opts.SerializeType, e.args)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrEncode, err)
 	}
@@ -623,6 +625,8 @@ func (l *lane) readLoop() {
 	var (
 		buf     []byte
 		replies []codec.Reply
+		pcs     []*pendingCall
+		fc      fastcodec.Codec // decodes the replies
 	)
 	for {
 		msg, b, err := codec.ReadMessage(br, l.c.opts.MaxFrameBytes+64<<10, buf)
@@ -648,9 +652,12 @@ func (l *lane) readLoop() {
 				l.c.metrics.errStale.Inc(1)
 				continue
 			}
+			pcs = l.claimAll(replies, pcs)
 			for i := range replies {
-				l.complete(&replies[i])
-				replies[i] = codec.Reply{}
+				if pcs[i] != nil {
+					l.complete(&replies[i], pcs[i], &fc)
+				}
+				replies[i], pcs[i] = codec.Reply{}, nil
 			}
 			l.release(len(replies))
 		case msg.Header.MessageType() == protocol.Request && msg.ServicePath == codec.ServicePath && msg.ServiceMethod == codec.MethodCredit:
@@ -671,13 +678,24 @@ func (l *lane) readLoop() {
 	}
 }
 
-// complete hands one reply to its call, decoding the result into the
-// call's reply value.
-func (l *lane) complete(rp *codec.Reply) {
-	pc := l.claim(rp.ID)
-	if pc == nil {
-		return // cancelled by its caller
+// claimAll claims the calls of a frame's replies under one lock (the
+// callers register theirs under the same lock): pcs[i] is the call of
+// replies[i], or nil when its caller has already given up.
+func (l *lane) claimAll(replies []codec.Reply, pcs []*pendingCall) []*pendingCall {
+	pcs = slices.Grow(pcs[:0], len(replies))[:len(replies)]
+	l.pmu.Lock()
+	for i := range replies {
+		id := replies[i].ID
+		pcs[i] = l.pending[id]
+		delete(l.pending, id)
 	}
+	l.pmu.Unlock()
+	return pcs
+}
+
+// complete hands one reply to its claimed call, decoding the result into
+// the call's reply value.
+func (l *lane) complete(rp *codec.Reply, pc *pendingCall, fc *fastcodec.Codec) {
 	call := pc.call
 	if rp.Metadata != nil {
 		call.ResMetadata = rp.Metadata
@@ -690,7 +708,7 @@ func (l *lane) complete(rp *codec.Reply) {
 		pc.raw = append(pc.raw[:0], rp.Payload...)
 		pc.undecoded = true
 	case call.Reply != nil:
-		err = decodeReply(l.c.opts.SerializeType, rp.Payload, call.Reply)
+		err = decodeReply(fc, l.c.opts.SerializeType, rp.Payload, call.Reply)
 	}
 	if err != nil {
 		l.c.metrics.errService.Inc(1)

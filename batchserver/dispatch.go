@@ -36,14 +36,14 @@ func entryContext(c *conn, e *codec.Entry, arrived time.Time) *entryCtx {
 // runCall runs one call or cast entry the way rpcx runs a request: auth,
 // lookup, decode, PreCall plugins, the method, PostCall plugins, encode. A
 // call's outcome goes back as a reply; a cast's is only counted.
-func (p *Plugin) runCall(c *conn, e *codec.Entry, arrived time.Time) {
+func (p *Plugin) runCall(c *conn, e *codec.Entry, arrived time.Time, fc *fastcodec.Codec) {
 	ec := entryContext(c, e, arrived)
 	defer ec.end()
 	var dst []byte
 	if e.Kind == codec.KindCall {
 		dst = c.replyBufs.get()
 	}
-	payload, err := p.guarded(ec.shareContext(), e, dst)
+	payload, err := p.guarded(ec.shareContext(), e, dst, fc)
 	if e.Kind != codec.KindCall {
 		return
 	}
@@ -62,8 +62,9 @@ func (p *Plugin) runCall(c *conn, e *codec.Entry, arrived time.Time) {
 // handler) into this entry's error, as rpcx recovers a plain request: the
 // entry fails, the server goes on.
 //
-// A call's reply is encoded by appending to dst.
-func (p *Plugin) guarded(ctx *share.Context, e *codec.Entry, dst []byte) (payload []byte, err error) {
+// A call's reply is encoded by appending to dst. fc is the running
+// goroutine's codec.
+func (p *Plugin) guarded(ctx *share.Context, e *codec.Entry, dst []byte, fc *fastcodec.Codec) (payload []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			p.metrics.errPanic.Inc(1)
@@ -71,10 +72,10 @@ func (p *Plugin) guarded(ctx *share.Context, e *codec.Entry, dst []byte) (payloa
 			payload, err = nil, &PanicError{Service: e.ServicePath, Method: e.ServiceMethod, Value: fmt.Sprint(r)}
 		}
 	}()
-	return p.execute(ctx, e, dst)
+	return p.execute(ctx, e, dst, fc)
 }
 
-func (p *Plugin) execute(ctx *share.Context, e *codec.Entry, dst []byte) (payload []byte, err error) {
+func (p *Plugin) execute(ctx *share.Context, e *codec.Entry, dst []byte, fc *fastcodec.Codec) (payload []byte, err error) {
 	// An entry whose caller had no time left when the frame was written.
 	// (The entry starts as soon as its frame is read, so the deadline, set
 	// from the time it arrived, cannot have passed since.)
@@ -100,7 +101,7 @@ func (p *Plugin) execute(ctx *share.Context, e *codec.Entry, dst []byte) (payloa
 		return nil, fmt.Errorf("can not find codec for %d", e.SerializeType) // rpcx's text
 	}
 	argPtr, arg := m.newArg()
-	if err := fastcodec.Decode(st, e.Payload, argPtr); err != nil {
+	if err := fc.Decode(st, e.Payload, argPtr); err != nil {
 		p.metrics.errCodec.Inc(1)
 		return nil, err
 	}
@@ -124,7 +125,7 @@ func (p *Plugin) execute(ctx *share.Context, e *codec.Entry, dst []byte) (payloa
 	if e.Kind != codec.KindCall || replyI == nil {
 		return nil, err
 	}
-	data, encErr := fastcodec.Append(dst, st, replyI)
+	data, encErr := fc.Append(dst, st, replyI)
 	if encErr != nil {
 		p.metrics.errCodec.Inc(1)
 		if err == nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/smallnest/rpcx/share"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
+	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
 )
 
 // BenchData is the benchmark's payload.
@@ -42,12 +43,15 @@ func BenchmarkExecute(b *testing.B) {
 	defer c2.Close()
 	c := newConn(p, c1)
 	b.ReportAllocs()
-	var buf []byte
+	var (
+		buf []byte
+		fc  fastcodec.Codec
+	)
 	for i := 0; i < b.N; i++ {
 		e := codec.Entry{Kind: codec.KindCall, ID: 1, ServicePath: "Echo", ServiceMethod: "Data",
 			SerializeType: uint8(protocol.MsgPack), Payload: payload, TimeoutMicros: 5000000}
 		ec := entryContext(c, &e, time.Now())
-		out, err := p.execute(ec.shareContext(), &e, buf[:0])
+		out, err := p.execute(ec.shareContext(), &e, buf[:0], &fc)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
+	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
 	"github.com/rpcxbatch/rpcxbatch/internal/stackpad"
 )
 
@@ -33,8 +34,9 @@ type task struct {
 	arrived time.Time
 }
 
-func (t task) run() {
-	t.c.p.runCall(t.c, t.e, t.arrived)
+// run runs the task on a worker, with the worker's own codec.
+func (t task) run(fc *fastcodec.Codec) {
+	t.c.p.runCall(t.c, t.e, t.arrived, fc)
 	if t.e.Kind == codec.KindCast {
 		t.c.credit()
 	}
@@ -112,9 +114,10 @@ func (w *workers) loop(t task) {
 	var pad stackpad.Pad
 	stackpad.Touch(&pad)
 	ch := make(chan task, 1)
+	var fc fastcodec.Codec
 	for ok := true; ok; {
 		w.unstarted.Add(-1)
-		t.run()
+		t.run(&fc)
 		if !w.park(ch) {
 			break
 		}

@@ -119,3 +119,54 @@ func Decode(st protocol.SerializeType, data []byte, v any) error {
 	readerPool.Put(rd)
 	return err
 }
+
+// Codec is a goroutine's own encoder and decoder for rpcx's msgpack codec:
+// a goroutine that encodes or decodes one payload after another (a lane's
+// reader or writer, a server worker) keeps one and skips the pools that
+// Append and Decode go through. Any other codec is used as Append and
+// Decode use it. The zero value is ready; a Codec is not safe for
+// concurrent use.
+type Codec struct {
+	enc *appendEncoder
+	rd  bytes.Reader
+	dec *msgpack.Decoder
+}
+
+// Append is Append with c's own encoder.
+func (c *Codec) Append(dst []byte, st protocol.SerializeType, v any) ([]byte, error) {
+	if _, fast := isRPCXMsgpack(st); !fast {
+		return Append(dst, st, v)
+	}
+	if m, ok := v.(msgp.Marshaler); ok {
+		return m.MarshalMsg(dst)
+	}
+	if c.enc == nil {
+		c.enc = new(appendEncoder)
+		c.enc.enc = msgpack.NewEncoder(&c.enc.w)
+	}
+	c.enc.w.b = dst
+	err := c.enc.enc.Encode(v)
+	out := c.enc.w.b
+	c.enc.w.b = nil
+	return out, err
+}
+
+// Decode is Decode with c's own decoder.
+func (c *Codec) Decode(st protocol.SerializeType, data []byte, v any) error {
+	if _, fast := isRPCXMsgpack(st); !fast {
+		return Decode(st, data, v)
+	}
+	if m, ok := v.(msgp.Unmarshaler); ok {
+		_, err := m.UnmarshalMsg(data)
+		return err
+	}
+	c.rd.Reset(data)
+	if c.dec == nil {
+		c.dec = msgpack.NewDecoder(&c.rd)
+	} else {
+		c.dec.Reset(&c.rd)
+	}
+	err := c.dec.Decode(v)
+	c.rd.Reset(nil)
+	return err
+}

@@ -70,3 +70,36 @@ func TestAppend(t *testing.T) {
 	_, err := fastcodec.Append(nil, protocol.SerializeType(200), 1)
 	require.ErrorIs(t, err, fastcodec.ErrNoCodec)
 }
+
+// A Codec, reused for one payload after another, writes and reads what the
+// package functions do, for every serialize type.
+func TestCodecReused(t *testing.T) {
+	var c fastcodec.Codec
+	for _, st := range []protocol.SerializeType{protocol.MsgPack, protocol.JSON} {
+		var buf []byte
+		for seed := 0; seed < 20; seed++ {
+			d := testsvc.NewData(seed)
+			want, err := fastcodec.Encode(st, d)
+			require.NoError(t, err)
+			buf, err = c.Append(buf[:0], st, d)
+			require.NoError(t, err)
+			require.Equal(t, want, buf)
+			var back testsvc.Data
+			require.NoError(t, c.Decode(st, buf, &back))
+			require.Equal(t, *d, back)
+		}
+	}
+	var back testsvc.Data
+	require.Error(t, c.Decode(protocol.MsgPack, []byte{0xc1}, &back), "a malformed payload")
+	require.NoError(t, c.Decode(protocol.MsgPack, mustEncode(t, testsvc.NewData(1)), &back), "and the next one decodes")
+	require.Equal(t, *testsvc.NewData(1), back)
+	_, err := c.Append(nil, protocol.SerializeType(200), 1)
+	require.ErrorIs(t, err, fastcodec.ErrNoCodec)
+}
+
+func mustEncode(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := fastcodec.Encode(protocol.MsgPack, v)
+	require.NoError(t, err)
+	return b
+}
