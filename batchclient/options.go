@@ -33,6 +33,7 @@ const (
 	DefaultReconnectMin      = 50 * time.Millisecond
 	DefaultReconnectMax      = 5 * time.Second
 	DefaultForgetDown        = time.Minute
+	DefaultReprobePlain      = time.Minute
 )
 
 // Options configure a Client. Every field has a usable zero value; the
@@ -72,6 +73,12 @@ type Options struct {
 	// says NotConnected), so servers that left a discovery for good are not
 	// redialled forever. The next call starts afresh. Default 1 minute.
 	ForgetDown time.Duration
+	// ReprobePlain is how often a server found to have no batch plugin is
+	// asked again, in the background, while its calls go over plain rpcx: a
+	// server that gains the plugin (a rolling upgrade) is then served by
+	// lanes. It is also asked at once when its plain connection breaks, as
+	// it does when the server restarts. Default 1 minute.
+	ReprobePlain time.Duration
 	// SerializeType encodes arguments and replies. Default MsgPack, as rpcx.
 	SerializeType protocol.SerializeType
 	// TLSConfig, when set, makes lanes (and the plain fallback) use TLS.
@@ -123,6 +130,10 @@ func WithReconnect(min, max time.Duration) Option {
 // client forgets it.
 func WithForgetDown(d time.Duration) Option { return func(o *Options) { o.ForgetDown = d } }
 
+// WithReprobePlain sets how often a plain server is asked again whether it
+// has the batch plugin.
+func WithReprobePlain(d time.Duration) Option { return func(o *Options) { o.ReprobePlain = d } }
+
 // WithSerializeType sets the codec for arguments and replies.
 func WithSerializeType(st protocol.SerializeType) Option {
 	return func(o *Options) { o.SerializeType = st }
@@ -165,9 +176,10 @@ func buildOptions(opts []Option) (Options, error) {
 	defd(&o.ReconnectMin, DefaultReconnectMin)
 	defd(&o.ReconnectMax, DefaultReconnectMax)
 	defd(&o.ForgetDown, DefaultForgetDown)
+	defd(&o.ReprobePlain, DefaultReprobePlain)
 	if o.Lanes < 0 || o.BatchCap < 0 || o.MaxFrameBytes < 0 || o.QueueEntries < 0 || o.QueueBytes < 0 ||
 		o.HeartbeatInterval < time.Millisecond || o.HeartbeatTimeout <= o.HeartbeatInterval ||
-		o.ReconnectMin <= 0 || o.ReconnectMax < o.ReconnectMin || o.DialTimeout <= 0 || o.ForgetDown <= 0 {
+		o.ReconnectMin <= 0 || o.ReconnectMax < o.ReconnectMin || o.DialTimeout <= 0 || o.ForgetDown <= 0 || o.ReprobePlain <= 0 {
 		return o, fmt.Errorf("rpcxbatch: invalid client options: sizes must not be negative, durations must be positive (HeartbeatInterval at least 1 ms), HeartbeatTimeout must exceed HeartbeatInterval, ReconnectMax must be at least ReconnectMin")
 	}
 	if o.Overflow != OverflowBlock && o.Overflow != OverflowFailFast {

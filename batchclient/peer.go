@@ -105,8 +105,11 @@ type peer struct {
 
 	// laneDown receives a notice from every lane of the pool that fails.
 	laneDown chan struct{}
-	stop     chan struct{}
-	done     chan struct{}
+	// reprobe asks the manager of a plain peer to ask the server again
+	// whether it has the batch plugin (its plain connection broke).
+	reprobe chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 // peerView is one state of a peer: what pick and info read.
@@ -120,7 +123,8 @@ type peerView struct {
 
 func newPeer(c *Client, key, network, addr string) *peer {
 	p := &peer{c: c, key: key, network: network, addr: addr,
-		laneDown: make(chan struct{}, 64), stop: make(chan struct{}), done: make(chan struct{})}
+		laneDown: make(chan struct{}, 64), reprobe: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{})}
 	p.view.Store(&peerView{state: stateConnecting, changed: make(chan struct{})})
 	p.lastUsed.Store(time.Now().UnixNano())
 	go p.run()
@@ -138,17 +142,25 @@ func (p *peer) setState(s peerState, lanes []*lane, err error) {
 func (p *peer) run() {
 	defer close(p.done)
 	backoff := p.c.opts.ReconnectMin
-	first := true
+	first, plain := true, false
 	var downSince time.Time
 	for {
 		lanes, err := p.connect()
 		switch {
-		case errors.Is(err, errNoBatchService):
-			p.c.metrics.fallbacks.Inc(1)
-			p.setState(statePlain, nil, nil)
-			<-p.stop
-			p.setState(stateStopped, nil, ErrStopped)
-			return
+		case errors.Is(err, errNoBatchService), err != nil && plain:
+			// A plain server, or one that was plain and could not be asked
+			// again just now: its calls go on over plain rpcx (which meets
+			// any outage itself), and it is asked again later.
+			if !plain {
+				p.c.metrics.fallbacks.Inc(1)
+				p.setState(statePlain, nil, nil)
+				plain = true
+			}
+			if !p.waitReprobe() {
+				p.setState(stateStopped, nil, ErrStopped)
+				return
+			}
+			continue
 		case err != nil:
 			if downSince.IsZero() {
 				downSince = time.Now()
@@ -180,6 +192,15 @@ func (p *peer) run() {
 		first = false
 		backoff = p.c.opts.ReconnectMin
 		p.setState(stateBatch, lanes, nil)
+		if plain {
+			// The server gained the batch plugin. Calls that took the plain
+			// client before the switch may still be running on it: it is
+			// closed a while later, unless the server is plain again.
+			plain = false
+			if pc := p.currentPlain(); pc != nil {
+				time.AfterFunc(plainRetireAfter, func() { p.retirePlain(pc) })
+			}
+		}
 
 		dead := p.watch(lanes)
 		// One lane down means the pool is suspect (a restart, a freeze): a
@@ -365,12 +386,39 @@ func (p *peer) pick(ctx context.Context, key string, hasKey bool) (*lane, *clien
 	}
 }
 
+// plainRetireAfter is how long a plain client is kept once its server
+// has been found to have the batch plugin, for the calls still on it.
+const plainRetireAfter = time.Minute
+
+// waitReprobe waits, for a plain peer, until it is time to ask the server
+// again (ReprobePlain, or at once when the plain connection broke); it
+// reports false on Stop.
+func (p *peer) waitReprobe() bool {
+	t := time.NewTimer(p.c.opts.ReprobePlain)
+	defer t.Stop()
+	select {
+	case <-p.stop:
+		return false
+	case <-p.reprobe:
+	case <-t.C:
+	}
+	return true
+}
+
 // plain returns the peer's plain rpcx client, connecting it when needed.
 func (p *peer) plain() (*client.Client, error) {
 	p.plainMu.Lock()
 	defer p.plainMu.Unlock()
 	if p.plainClient != nil && !p.plainClient.IsShutdown() && !p.plainClient.IsClosing() {
 		return p.plainClient, nil
+	}
+	if p.plainClient != nil {
+		// The plain connection broke, most often because the server
+		// restarted: maybe with the batch plugin now.
+		select {
+		case p.reprobe <- struct{}{}:
+		default:
+		}
 	}
 	pc := client.NewClient(p.c.opts.RPCX)
 	if err := pc.Connect(p.network, p.addr); err != nil {
@@ -389,6 +437,26 @@ func (p *peer) shutdown() {
 	}
 	<-p.done
 	p.closePlain()
+}
+
+// currentPlain is the peer's plain client, if it has one.
+func (p *peer) currentPlain() *client.Client {
+	p.plainMu.Lock()
+	defer p.plainMu.Unlock()
+	return p.plainClient
+}
+
+// retirePlain closes pc, the plain client of a peer that has since found
+// the batch plugin, unless pc is no longer the peer's or the peer is plain
+// again (its calls use pc).
+func (p *peer) retirePlain(pc *client.Client) {
+	p.plainMu.Lock()
+	defer p.plainMu.Unlock()
+	if p.plainClient != pc || p.view.Load().state == statePlain {
+		return
+	}
+	p.plainClient = nil
+	pc.Close()
 }
 
 func (p *peer) closePlain() {
