@@ -103,6 +103,7 @@ func (p *Plugin) execute(ctx *share.Context, e *codec.Entry, dst []byte, fc *fas
 	argPtr, arg := m.newArg()
 	if err := fc.Decode(st, e.Payload, argPtr); err != nil {
 		p.metrics.errCodec.Inc(1)
+		m.recycleArg(argPtr)
 		return nil, err
 	}
 	argI, err := p.s.Plugins.DoPreCall(ctx, e.ServicePath, e.ServiceMethod, argPtr)
@@ -119,13 +120,16 @@ func (p *Plugin) execute(ctx *share.Context, e *codec.Entry, dst []byte, fc *fas
 	reply := m.newReply()
 	err = m.invoke(ctx, arg, reply)
 	replyI, err1 := p.s.Plugins.DoPostCall(ctx, e.ServicePath, e.ServiceMethod, argI, reply.Interface(), err)
+	m.recycleArg(argI)
 	if err == nil {
 		err = err1
 	}
 	if e.Kind != codec.KindCall || replyI == nil {
+		m.recycleReply(replyI)
 		return nil, err
 	}
 	data, encErr := fc.Append(dst, st, replyI)
+	m.recycleReply(replyI)
 	if encErr != nil {
 		p.metrics.errCodec.Inc(1)
 		if err == nil {

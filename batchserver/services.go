@@ -144,6 +144,11 @@ func typed(v reflect.Value, m *method) (*method, error) {
 		return nil, fmt.Errorf("%w (method types unreadable)", ErrUnsupportedRPCX)
 	}
 	m.ctxIface = m.ctxType() == contextType
+	m.argPtr, m.replyPtr = m.argType, m.replyType
+	if m.argType.Kind() != reflect.Pointer {
+		m.argPtr = reflect.PointerTo(m.argType)
+	}
+	m.argPool, m.replyPool = poolFor(m.argPtr), poolFor(m.replyPtr)
 	m.direct, m.directRcvr = directCall(m)
 	return m, nil
 }
