@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/log"
 	"github.com/smallnest/rpcx/protocol"
 	"github.com/smallnest/rpcx/share"
 
@@ -212,7 +213,9 @@ func (l *lane) finish(pc *pendingCall, err error) {
 	select {
 	case call.Done <- call:
 	default:
-		// rpcx's rule: a Done channel with no room is the caller's bug.
+		// rpcx's rule: a Done channel with no room is the caller's bug,
+		// and rpcx says so in the same words.
+		log.Debug("rpc: discarding Call reply due to insufficient Done chan capacity")
 	}
 }
 
