@@ -23,6 +23,10 @@ type serviceTable struct {
 	// cache holds what was read, per service path; it is dropped by the
 	// Register and Unregister hooks so a re-registration is seen.
 	cache map[string]map[string]*method
+	// gen counts those hooks. rpcx changes its table and then calls the
+	// hook, so a read that raced with the change may hold the old service:
+	// it is cached only if no hook ran since it began.
+	gen uint64
 }
 
 // ErrUnsupportedRPCX reports an rpcx whose service table is not laid out as
@@ -47,23 +51,33 @@ func newServiceTable(s *server.Server) (*serviceTable, error) {
 func (t *serviceTable) lookup(service, name string) (m *method, serviceFound bool) {
 	t.mu.RLock()
 	methods, ok := t.cache[service]
+	gen := t.gen
 	t.mu.RUnlock()
 	if !ok {
 		var err error
 		if methods, err = t.read(service); err != nil || methods == nil {
 			return nil, false
 		}
-		t.mu.Lock()
-		t.cache[service] = methods
-		t.mu.Unlock()
+		t.store(service, methods, gen)
 	}
 	return methods[name], true
+}
+
+// store caches what a read that began at generation gen found, unless a
+// hook has run since.
+func (t *serviceTable) store(service string, methods map[string]*method, gen uint64) {
+	t.mu.Lock()
+	if t.gen == gen {
+		t.cache[service] = methods
+	}
+	t.mu.Unlock()
 }
 
 // forget drops the cached copy of a service after rpcx changed it.
 func (t *serviceTable) forget(service string) {
 	t.mu.Lock()
 	delete(t.cache, service)
+	t.gen++
 	t.mu.Unlock()
 }
 
