@@ -3,7 +3,7 @@ package batchclient_test
 import (
 	"context"
 	"errors"
-	"sync"
+	"fmt"
 	"testing"
 	"time"
 
@@ -72,27 +72,16 @@ func TestManyConcurrentCallsEachGetOwnReply(t *testing.T) {
 	waitConnected(t, c, addr)
 	const n = 10000
 	ctx := ctxT(t, 60*time.Second)
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			var r testsvc.Reply
-			if err := c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: i, B: 3}, &r); err != nil {
-				errs <- err
-				return
-			}
-			if r.C != i*3 {
-				errs <- errors.New("wrong reply")
-			}
-		}(i)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	concurrently(t, n, func(i int) error {
+		var r testsvc.Reply
+		if err := c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: i, B: 3}, &r); err != nil {
+			return err
+		}
+		if r.C != i*3 {
+			return fmt.Errorf("call %d: reply %d", i, r.C)
+		}
+		return nil
+	})
 }
 
 func TestContextDeadlineReturnsPromptly(t *testing.T) {

@@ -55,27 +55,16 @@ func TestCallsBiggerThanCountedSplitFrames(t *testing.T) {
 	ctx := ctxT(t, 10*time.Second)
 
 	const n = 60
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			in := make([]byte, 10<<10)
-			in[0] = byte(i)
-			var out []byte
-			err := c.Call(ctx, addr, "Echo", "Bytes", &in, &out)
-			if err == nil && (len(out) != len(in) || out[0] != byte(i)) {
-				err = errors.New("wrong reply")
-			}
-			errs <- err
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	concurrently(t, n, func(i int) error {
+		in := make([]byte, 10<<10)
+		in[0] = byte(i)
+		var out []byte
+		err := c.Call(ctx, addr, "Echo", "Bytes", &in, &out)
+		if err == nil && (len(out) != len(in) || out[0] != byte(i)) {
+			err = errors.New("wrong reply")
+		}
+		return err
+	})
 	frames := p.Metrics().Get("rpcxbatch.server.frames").(interface{ Count() int64 }).Count()
 	assert.GreaterOrEqual(t, frames, int64(n*(10<<10)/frameCap), "600 KiB of calls in frames of at most 64 KiB")
 	assert.Equal(t, int64(0), p.Metrics().Get("rpcxbatch.server.errors.malformed").(interface{ Count() int64 }).Count())

@@ -53,4 +53,5 @@ var (
 	newClient     = testenv.NewClient
 	waitConnected = testenv.WaitConnected
 	ctxT          = testenv.Ctx
+	concurrently  = testenv.Concurrently
 )

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -108,51 +107,32 @@ func TestReplyFramesRespectCaps(t *testing.T) {
 	ctx := ctxT(t, 10*time.Second)
 
 	const n = 200
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var r testsvc.Reply
-			if err := c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: i, B: 3}, &r); err != nil {
-				errs <- err
-			} else if r.C != 3*i {
-				errs <- errors.New("wrong reply")
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	concurrently(t, n, func(i int) error {
+		var r testsvc.Reply
+		if err := c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: i, B: 3}, &r); err != nil {
+			return err
+		} else if r.C != 3*i {
+			return errors.New("wrong reply")
+		}
+		return nil
+	})
 	h := p.Metrics().Get("rpcxbatch.server.reply_batch_size").(interface{ Max() int64 })
 	assert.LessOrEqual(t, h.Max(), int64(4))
 
 	// Replies of ~150 KiB: two do not fit one 256 KiB frame.
 	before := counter(p.Metrics(), "rpcxbatch.server.reply_frames")
 	const big = 8
-	errs = make(chan error, big)
-	for i := 0; i < big; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			in := make([]byte, 150<<10)
-			in[0] = byte(i)
-			var out []byte
-			if err := c.Call(ctx, addr, "Echo", "Bytes", &in, &out); err != nil {
-				errs <- err
-			} else if len(out) != len(in) || out[0] != byte(i) {
-				errs <- errors.New("wrong echo")
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	concurrently(t, big, func(i int) error {
+		in := make([]byte, 150<<10)
+		in[0] = byte(i)
+		var out []byte
+		if err := c.Call(ctx, addr, "Echo", "Bytes", &in, &out); err != nil {
+			return err
+		} else if len(out) != len(in) || out[0] != byte(i) {
+			return errors.New("wrong echo")
+		}
+		return nil
+	})
 	assert.GreaterOrEqual(t, counter(p.Metrics(), "rpcxbatch.server.reply_frames")-before, int64(big))
 }
 

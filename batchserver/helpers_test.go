@@ -29,6 +29,7 @@ var (
 	newClient     = testenv.NewClient
 	waitConnected = testenv.WaitConnected
 	ctxT          = testenv.Ctx
+	concurrently  = testenv.Concurrently
 )
 
 func TestMain(m *testing.M) {

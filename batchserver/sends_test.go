@@ -49,29 +49,18 @@ func TestSendsArriveInOrderPerKey(t *testing.T) {
 	c := newClient(t)
 	waitConnected(t, c, addr)
 	ctx := ctxT(t, 30*time.Second)
-	var wg sync.WaitGroup
-	errs := make(chan error, keys)
-	for k := 0; k < keys; k++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			kctx := batchclient.WithKey(ctx, fmt.Sprintf("sender-%d", k))
-			for n := 0; n < perKey; n++ {
-				var b [8]byte
-				binary.BigEndian.PutUint32(b[:], uint32(k))
-				binary.BigEndian.PutUint32(b[4:], uint32(n))
-				if err := c.Send(kctx, addr, "seq", b[:]); err != nil {
-					errs <- fmt.Errorf("key %d send %d: %w", k, n, err)
-					return
-				}
+	concurrently(t, keys, func(k int) error {
+		kctx := batchclient.WithKey(ctx, fmt.Sprintf("sender-%d", k))
+		for n := 0; n < perKey; n++ {
+			var b [8]byte
+			binary.BigEndian.PutUint32(b[:], uint32(k))
+			binary.BigEndian.PutUint32(b[4:], uint32(n))
+			if err := c.Send(kctx, addr, "seq", b[:]); err != nil {
+				return fmt.Errorf("key %d send %d: %w", k, n, err)
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		}
+		return nil
+	})
 
 	const total = keys * perKey
 	if !eventually(30*time.Second, func() bool { return received.Load() >= total }) {

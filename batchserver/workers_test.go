@@ -25,23 +25,10 @@ func TestWorkersKeptThenTrimmed(t *testing.T) {
 	ctx := ctxT(t, 10*time.Second)
 
 	const n = 2000
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var r testsvc.Reply
-			if err := c.Call(ctx, addr, "Arith", "Sleep", &testsvc.Args{A: 300, B: i}, &r); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	concurrently(t, n, func(i int) error {
+		var r testsvc.Reply
+		return c.Call(ctx, addr, "Arith", "Sleep", &testsvc.Args{A: 300, B: i}, &r)
+	})
 	// The calls slept at the same time (most of them), each on a goroutine
 	// of its own; all are parked now.
 	require.True(t, eventually(2*time.Second, func() bool { return batchserver.IdleWorkers(p) >= n/4 }),
