@@ -120,21 +120,21 @@ func (e *entryCtx) Value(key any) any {
 	case server.StartRequestContextKey:
 		return e.start
 	case reqMetaKey:
-		e.metaMu.Lock()
-		defer e.metaMu.Unlock()
-		if e.reqMeta == nil {
-			e.reqMeta = make(map[string]string)
-		}
-		return e.reqMeta
+		return e.metadata(&e.reqMeta)
 	case resMetaKey:
-		e.metaMu.Lock()
-		defer e.metaMu.Unlock()
-		if e.resMeta == nil {
-			e.resMeta = make(map[string]string)
-		}
-		return e.resMeta
+		return e.metadata(&e.resMeta)
 	}
 	return nil
+}
+
+// metadata returns *m, made on first use.
+func (e *entryCtx) metadata(m *map[string]string) map[string]string {
+	e.metaMu.Lock()
+	defer e.metaMu.Unlock()
+	if *m == nil {
+		*m = make(map[string]string)
+	}
+	return *m
 }
 
 // String names the context in debug output, as context types do.
