@@ -52,12 +52,22 @@ type Node struct {
 	calls atomic.Int64 // Do calls started
 	done  atomic.Int64 // Do calls that returned
 	oks   atomic.Int64 // Do calls that returned a reply
+	// marked counts the Do calls with markedArgs that returned: a test
+	// can tell its own calls from others still on their way (the losers of
+	// a CallAny start whenever they get there).
+	marked atomic.Int64
 }
+
+// markedArgs are Do's arguments for the calls Node.marked counts.
+var markedArgs = &testsvc.Args{A: -1, B: 6}
 
 // Do behaves as the node's mode says; N is echoed back.
 func (n *Node) Do(ctx context.Context, a *testsvc.Args, r *Answer) error {
 	n.calls.Add(1)
 	defer n.done.Add(1)
+	if *a == *markedArgs {
+		defer n.marked.Add(1)
+	}
 	switch n.mode {
 	case modeReject:
 		return errNodeRejected

@@ -47,9 +47,8 @@ func TestXClientPolicyFromContext(t *testing.T) {
 	require.NoError(t, xc.Call(selector.WithPolicy(ctx, selector.CallOne), "Do", args, &first))
 	require.Contains(t, []string{a, b}, first.Node)
 
-	before := na.calls.Load() + nb.calls.Load()
-	require.NoError(t, xc.Call(selector.WithPolicy(ctx, selector.CastAll), "Do", args, nil))
-	eventually(t, func() bool { return na.done.Load()+nb.done.Load() == before+2 }, "cast to both")
+	require.NoError(t, xc.Call(selector.WithPolicy(ctx, selector.CastAll), "Do", markedArgs, nil))
+	eventually(t, func() bool { return na.marked.Load() == 1 && nb.marked.Load() == 1 }, "cast to both")
 
 	var wrong Answer
 	require.ErrorContains(t, xc.Call(selector.WithPolicy(ctx, selector.CallAll), "Do", args, &wrong), "slice")
