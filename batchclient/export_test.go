@@ -2,3 +2,17 @@ package batchclient
 
 // UnreadBytes exposes unreadBytes to the external tests.
 var UnreadBytes = unreadBytes
+
+// PlainClientBroken reports whether the plain rpcx client the peer of addr
+// holds has noticed that its connection is gone. rpcx's Client races with
+// itself when a call is made on a connection that is closing and not yet
+// noticed (its send and its reader both set the call's Error), so tests
+// that restart a plain server wait for this first.
+func PlainClientBroken(c *Client, addr string) bool {
+	p, err := c.peer(addr)
+	if err != nil || p == nil {
+		return false
+	}
+	pc := p.currentPlain()
+	return pc == nil || pc.IsShutdown() || pc.IsClosing()
+}

@@ -77,7 +77,9 @@ type Options struct {
 	// asked again, in the background, while its calls go over plain rpcx: a
 	// server that gains the plugin (a rolling upgrade) is then served by
 	// lanes. It is also asked at once when its plain connection breaks, as
-	// it does when the server restarts. Default 1 minute.
+	// it does when the server restarts. After the switch the plain
+	// connection is kept as long again, for the calls still on it, then
+	// closed. Default 1 minute.
 	ReprobePlain time.Duration
 	// SerializeType encodes arguments and replies. Default MsgPack, as rpcx.
 	SerializeType protocol.SerializeType

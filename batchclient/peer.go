@@ -195,10 +195,10 @@ func (p *peer) run() {
 		if plain {
 			// The server gained the batch plugin. Calls that took the plain
 			// client before the switch may still be running on it: it is
-			// closed a while later, unless the server is plain again.
+			// closed ReprobePlain later, unless the server is plain again.
 			plain = false
 			if pc := p.currentPlain(); pc != nil {
-				time.AfterFunc(plainRetireAfter, func() { p.retirePlain(pc) })
+				time.AfterFunc(p.c.opts.ReprobePlain, func() { p.retirePlain(pc) })
 			}
 		}
 
@@ -385,10 +385,6 @@ func (p *peer) pick(ctx context.Context, key string, hasKey bool) (*lane, *clien
 		}
 	}
 }
-
-// plainRetireAfter is how long a plain client is kept once its server
-// has been found to have the batch plugin, for the calls still on it.
-const plainRetireAfter = time.Minute
 
 // waitReprobe waits, for a plain peer, until it is time to ask the server
 // again (ReprobePlain, or at once when the plain connection broke); it

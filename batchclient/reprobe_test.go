@@ -2,6 +2,7 @@ package batchclient_test
 
 import (
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,13 +11,32 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
+	"github.com/rpcxbatch/rpcxbatch/batchserver"
 	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
 )
 
-// servePlainAt serves Arith with plain rpcx (no batch plugin) at addr.
-func servePlainAt(t *testing.T, addr string) *server.Server {
+// connCounter counts the connections a server accepts and has open.
+type connCounter struct{ accepted, open atomic.Int64 }
+
+func (c *connCounter) HandleConnAccept(conn net.Conn) (net.Conn, bool) {
+	c.accepted.Add(1)
+	c.open.Add(1)
+	return conn, true
+}
+
+func (c *connCounter) HandleConnClose(net.Conn) bool {
+	c.open.Add(-1)
+	return true
+}
+
+// servePlainAt serves Arith with plain rpcx (no batch plugin) at addr; its
+// connections are counted in cc when it is not nil.
+func servePlainAt(t *testing.T, addr string, cc *connCounter) *server.Server {
 	t.Helper()
 	s := server.NewServer()
+	if cc != nil {
+		s.Plugins.Add(cc)
+	}
 	require.NoError(t, s.RegisterName("Arith", new(testsvc.Arith), ""))
 	go s.Serve("tcp", addr)
 	require.Eventually(t, func() bool { return s.Address() != nil }, 5*time.Second, time.Millisecond)
@@ -34,7 +54,7 @@ func TestPlainServerUpgradedToBatch(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 
-	plain := servePlainAt(t, addr)
+	plain := servePlainAt(t, addr, nil)
 	c := newClient(t, batchclient.WithReprobePlain(time.Hour)) // only the broken connection asks again
 	var r testsvc.Reply
 	require.NoError(t, c.Call(ctxT(t, 5*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 3}, &r))
@@ -42,6 +62,7 @@ func TestPlainServerUpgradedToBatch(t *testing.T) {
 	require.True(t, c.Info(addr).Plain)
 
 	plain.Close()
+	require.Eventually(t, func() bool { return batchclient.PlainClientBroken(c, addr) }, 5*time.Second, time.Millisecond)
 	_, p := startServerAt(t, addr)
 	// Calls go on (the first may meet the restart); the broken plain
 	// connection has the client ask the server again.
@@ -56,13 +77,15 @@ func TestPlainServerUpgradedToBatch(t *testing.T) {
 }
 
 // TestPlainServerAskedAgain: a server without the plugin is asked again
-// every ReprobePlain and stays on plain rpcx, counted as one fallback.
+// every ReprobePlain (each time on a connection of its own) and stays on
+// plain rpcx, counted as one fallback.
 func TestPlainServerAskedAgain(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	ln.Close()
-	servePlainAt(t, addr)
+	var cc connCounter
+	servePlainAt(t, addr, &cc)
 	c := newClient(t, batchclient.WithReprobePlain(20*time.Millisecond))
 	var r testsvc.Reply
 	deadline := time.Now().Add(300 * time.Millisecond)
@@ -73,4 +96,42 @@ func TestPlainServerAskedAgain(t *testing.T) {
 	}
 	assert.True(t, c.Info(addr).Plain)
 	assert.Equal(t, int64(1), c.Metrics().Get("rpcxbatch.client.fallbacks").(interface{ Count() int64 }).Count())
+	// The first handshake, the plain connection, and a handshake every
+	// 20 ms for 300 ms (the scheduler may stretch the timer on a loaded
+	// machine, hence the margin).
+	assert.GreaterOrEqual(t, cc.accepted.Load(), int64(2+5), "connections accepted")
+}
+
+// TestPlainConnectionClosedAfterUpgrade: once a server that was plain is
+// served by lanes, the client's plain connection to it is closed
+// ReprobePlain later; only the lanes stay open.
+func TestPlainConnectionClosedAfterUpgrade(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	plain := servePlainAt(t, addr, nil)
+	c := newClient(t, batchclient.WithReprobePlain(300*time.Millisecond))
+	var r testsvc.Reply
+	require.NoError(t, c.Call(ctxT(t, 5*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: 1, B: 1}, &r))
+	plain.Close()
+	require.Eventually(t, func() bool { return batchclient.PlainClientBroken(c, addr) }, 5*time.Second, time.Millisecond)
+
+	var cc connCounter
+	s := server.NewServer()
+	s.Plugins.Add(&cc)
+	require.NoError(t, s.RegisterName("Arith", new(testsvc.Arith), ""))
+	_, err = batchserver.New(s)
+	require.NoError(t, err)
+	go s.Serve("tcp", addr)
+	t.Cleanup(func() { s.Close() })
+	require.Eventually(t, func() bool { return s.Address() != nil }, 5*time.Second, time.Millisecond)
+	// The first call after the restart reconnects the plain client to the
+	// new server, and the broken connection has the client ask again.
+	require.NoError(t, c.Call(ctxT(t, 5*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: 1, B: 1}, &r))
+	require.Eventually(t, func() bool { return c.Info(addr).Status == batchclient.Connected }, 5*time.Second, 10*time.Millisecond)
+	lanes := int64(c.Info(addr).Lanes)
+	require.Equal(t, lanes+1, cc.open.Load(), "the lanes and the plain connection")
+	require.Eventually(t, func() bool { return cc.open.Load() == lanes }, 5*time.Second, 10*time.Millisecond,
+		"open connections: %d, lanes %d", cc.open.Load(), lanes)
 }
