@@ -65,6 +65,7 @@ perf:
 	$(GO) run ./perf -preset full
 
 fuzz:
-	@for t in FuzzDecodeBatch FuzzDecodeReplies FuzzDecodeHandshake FuzzDecodeCredit FuzzReadMessage; do \
-		$(GO) test ./codec -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; \
+	@for t in codec:FuzzDecodeBatch codec:FuzzDecodeReplies codec:FuzzDecodeHandshake codec:FuzzDecodeCredit \
+		codec:FuzzReadMessage internal/fastcodec:FuzzPlanDecode; do \
+		$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) || exit 1; \
 	done

@@ -1,13 +1,24 @@
 // Package fastcodec encodes and decodes rpcx payloads exactly as the codec
-// registered in rpcx's share.Codecs does, but for rpcx's own msgpack codec
-// it reuses encoders, decoders and buffers instead of allocating them per
-// call. The bytes are the same: the same library with the same settings
-// writes them.
+// registered in rpcx's share.Codecs does, but faster for rpcx's own msgpack
+// codec:
+//
+//   - Pointers to plain structs (fields of bool, string, int, uint and
+//     float kinds and such structs nested by value, with plain msgpack
+//     tags) are encoded and decoded by a plan compiled once per type from
+//     field offsets: the bytes the library writes, without its reflection
+//     and its per-struct cache lookups on every value. A plan is checked
+//     against the library on a probe value before first use, and decoding
+//     hands anything unusual (unknown fields, unexpected codes, damaged
+//     input) back to the library from the start, so results and errors
+//     are the library's.
+//   - Every other type goes through the library itself, with encoders,
+//     decoders and buffers reused instead of allocated per call.
 package fastcodec
 
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"sync"
 
 	"github.com/smallnest/rpcx/codec"
@@ -102,6 +113,13 @@ func (c *Codec) Append(dst []byte, st protocol.SerializeType, v any) ([]byte, er
 	if m, ok := v.(msgp.Marshaler); ok {
 		return m.MarshalMsg(dst)
 	}
+	if p := planFor(reflect.TypeOf(v)); p != nil {
+		base := reflect.ValueOf(v).UnsafePointer()
+		if base == nil {
+			return append(dst, 0xc0), nil
+		}
+		return p.encode(dst, base), nil
+	}
 	if c.enc == nil {
 		c.enc = msgpack.NewEncoder(&c.w)
 	}
@@ -124,6 +142,11 @@ func (c *Codec) Decode(st protocol.SerializeType, data []byte, v any) error {
 	if m, ok := v.(msgp.Unmarshaler); ok {
 		_, err := m.UnmarshalMsg(data)
 		return err
+	}
+	if p := planFor(reflect.TypeOf(v)); p != nil {
+		if base := reflect.ValueOf(v).UnsafePointer(); base != nil && p.decode(data, base) {
+			return nil
+		}
 	}
 	c.rd.Reset(data)
 	if c.dec == nil {

@@ -1,0 +1,282 @@
+package fastcodec
+
+import (
+	"bytes"
+	"encoding"
+	"math"
+	"reflect"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// A structPlan encodes and decodes one struct type the way vmihailenco's
+// msgpack does with the settings rpcx uses (a map of field name to value,
+// compact int and uint, fixed-width sized ints, no omitempty), but from
+// field offsets worked out once instead of reflect and the library's
+// per-struct cache lookups on every value. Only simple shapes get a plan
+// (see compileStruct); every other type keeps the library's path. A plan
+// is checked against the library on a probe value before it is used, so a
+// custom encoder registered for a field's type (which cannot be seen
+// otherwise) makes the type keep the library's path too.
+type structPlan struct {
+	typ    reflect.Type
+	fields []fieldPlan
+	// enc is the whole encoding flattened: literal bytes (map headers and
+	// keys, which never change) followed by one leaf value to append.
+	enc []encStep
+}
+
+// fieldPlan is one field of a struct as the decoder sees it.
+type fieldPlan struct {
+	name   string
+	kind   reflect.Kind
+	offset uintptr
+	sub    *structPlan // kind == reflect.Struct
+}
+
+// encStep appends lit, then the leaf of kind at offset (none for
+// reflect.Invalid, which closes the plan).
+type encStep struct {
+	lit    []byte
+	kind   reflect.Kind
+	offset uintptr
+}
+
+// plans caches a *structPlan, or noPlan, per pointer-to-struct type.
+var plans sync.Map
+
+// noPlan marks a type that keeps the library's path.
+var noPlan = new(structPlan)
+
+// planFor returns the plan for values of type t (a *struct), or nil.
+func planFor(t reflect.Type) *structPlan {
+	if p, ok := plans.Load(t); ok {
+		if p == noPlan {
+			return nil
+		}
+		return p.(*structPlan)
+	}
+	var p *structPlan
+	if t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct {
+		p = compileStruct(t.Elem(), 0)
+		if p != nil && !p.agreesWithLibrary() {
+			p = nil
+		}
+	}
+	if p == nil {
+		plans.Store(t, noPlan)
+	} else {
+		plans.Store(t, p)
+	}
+	return p
+}
+
+// maxPlanDepth bounds nesting; deeper structs (and recursive types, which
+// cannot nest by value anyway) keep the library's path.
+const maxPlanDepth = 8
+
+var (
+	customEncoderType     = reflect.TypeFor[msgpack.CustomEncoder]()
+	customDecoderType     = reflect.TypeFor[msgpack.CustomDecoder]()
+	marshalerType         = reflect.TypeFor[msgpack.Marshaler]()
+	unmarshalerType       = reflect.TypeFor[msgpack.Unmarshaler]()
+	binaryMarshalerType   = reflect.TypeFor[encoding.BinaryMarshaler]()
+	binaryUnmarshalerType = reflect.TypeFor[encoding.BinaryUnmarshaler]()
+	textMarshalerType     = reflect.TypeFor[encoding.TextMarshaler]()
+	textUnmarshalerType   = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// hasOwnCodec reports whether the library would hand t (or *t) to one of
+// its interfaces instead of encoding it by kind.
+func hasOwnCodec(t reflect.Type) bool {
+	for _, x := range []reflect.Type{t, reflect.PointerTo(t)} {
+		for _, i := range []reflect.Type{customEncoderType, customDecoderType, marshalerType, unmarshalerType,
+			binaryMarshalerType, binaryUnmarshalerType, textMarshalerType, textUnmarshalerType} {
+			if x.Implements(i) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// fieldName returns the msgpack name of f, whether the field is encoded
+// at all, and whether its tag is one this plan understands: a plain name
+// or "-", with no options.
+func fieldName(f reflect.StructField) (name string, encoded, ok bool) {
+	tag := f.Tag.Get("msgpack")
+	if tag == "-" {
+		return "", false, true
+	}
+	if strings.ContainsAny(tag, ",'\"\\ ") {
+		return "", false, false
+	}
+	if !f.IsExported() {
+		return "", false, true
+	}
+	if tag == "" {
+		tag = f.Name
+	}
+	return tag, true, true
+}
+
+// compileStruct returns a plan for struct type t at base offset, or nil
+// when t has a field the plan does not handle exactly as the library.
+func compileStruct(t reflect.Type, depth int) *structPlan {
+	if depth > maxPlanDepth || hasOwnCodec(t) {
+		return nil
+	}
+	p := &structPlan{typ: t}
+	seen := map[string]bool{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		// The library reads options from a field named _msgpack and
+		// inlines embedded structs; leave both to it.
+		if f.Anonymous || f.Name == "_msgpack" {
+			return nil
+		}
+		name, encoded, ok := fieldName(f)
+		if !ok {
+			return nil
+		}
+		if !encoded {
+			continue
+		}
+		if seen[name] || hasOwnCodec(f.Type) {
+			return nil
+		}
+		seen[name] = true
+		fp := fieldPlan{name: name, kind: f.Type.Kind(), offset: f.Offset}
+		switch fp.kind {
+		case reflect.Bool, reflect.String, reflect.Float32, reflect.Float64,
+			reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		case reflect.Struct:
+			if fp.sub = compileStruct(f.Type, depth+1); fp.sub == nil {
+				return nil
+			}
+		default:
+			return nil
+		}
+		p.fields = append(p.fields, fp)
+	}
+	p.enc = p.flatten(nil, 0)
+	return p
+}
+
+// flatten appends p's encoding steps, at base offset, to steps. The
+// closing step carries only the trailing literal.
+func (p *structPlan) flatten(steps []encStep, base uintptr) []encStep {
+	var lit []byte
+	lit = appendMapLen(lit, len(p.fields))
+	for _, f := range p.fields {
+		lit = appendStr(lit, f.name)
+		if f.kind == reflect.Struct {
+			// The nested plan starts with its own map header: carry the
+			// pending literal into its first step.
+			sub := f.sub.flatten(nil, base+f.offset)
+			sub[0].lit = append(lit, sub[0].lit...)
+			last := len(sub) - 1
+			steps = append(steps, sub[:last]...)
+			lit = append([]byte(nil), sub[last].lit...)
+			continue
+		}
+		steps = append(steps, encStep{lit: lit, kind: f.kind, offset: base + f.offset})
+		lit = nil
+	}
+	return append(steps, encStep{lit: lit, kind: reflect.Invalid})
+}
+
+// agreesWithLibrary encodes a probe value and the zero value with both the
+// plan and the library, and decodes the library's bytes with the plan;
+// any difference means the library does something for this type that the
+// plan does not see (a registered encoder, for one), so the plan is not
+// used.
+func (p *structPlan) agreesWithLibrary() bool {
+	for _, fill := range []bool{false, true} {
+		v := reflect.New(p.typ)
+		if fill {
+			n := 0
+			fillProbe(v.Elem(), &n)
+		}
+		var lib bytes.Buffer
+		if err := msgpack.NewEncoder(&lib).Encode(v.Interface()); err != nil {
+			return false
+		}
+		mine := p.encode(nil, v.UnsafePointer())
+		if !bytes.Equal(lib.Bytes(), mine) {
+			return false
+		}
+		back := reflect.New(p.typ)
+		if !p.decode(lib.Bytes(), back.UnsafePointer()) {
+			return false
+		}
+		// Compare by the library's bytes: fields it skips (tagged "-",
+		// unexported) are not decoded and differ.
+		var again bytes.Buffer
+		if err := msgpack.NewEncoder(&again).Encode(back.Interface()); err != nil || !bytes.Equal(lib.Bytes(), again.Bytes()) {
+			return false
+		}
+	}
+	return true
+}
+
+// fillProbe sets every leaf of v to a distinct value that needs more than
+// one byte in msgpack, so that width and sign handling are compared too.
+func fillProbe(v reflect.Value, n *int) {
+	*n++
+	k := *n
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			if v.Type().Field(i).IsExported() {
+				fillProbe(v.Field(i), n)
+			}
+		}
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.String:
+		v.SetString(strings.Repeat("x", 30+k))
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(float64(k) + 0.5)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(-int64(100 + k))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(uint64(200 + k))
+	}
+}
+
+// field returns the address of the field at offset in the struct at base.
+func field(base unsafe.Pointer, offset uintptr) unsafe.Pointer {
+	return unsafe.Add(base, offset)
+}
+
+// appendMapLen appends a map header as the library writes it.
+func appendMapLen(b []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(b, 0x80|byte(n))
+	case n <= math.MaxUint16:
+		return append(b, 0xde, byte(n>>8), byte(n))
+	}
+	return append(b, 0xdf, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+}
+
+// appendStr appends a string as the library writes it.
+func appendStr(b []byte, s string) []byte {
+	n := len(s)
+	switch {
+	case n < 32:
+		b = append(b, 0xa0|byte(n))
+	case n < 256:
+		b = append(b, 0xd9, byte(n))
+	case n <= math.MaxUint16:
+		b = append(b, 0xda, byte(n>>8), byte(n))
+	default:
+		b = append(b, 0xdb, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+	return append(b, s...)
+}

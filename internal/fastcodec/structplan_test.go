@@ -1,0 +1,273 @@
+package fastcodec
+
+import (
+	"bytes"
+	"math"
+	"math/rand"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/smallnest/rpcx/protocol"
+	"github.com/stretchr/testify/require"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+type leaves struct {
+	B      bool
+	S      string `msgpack:"s"`
+	I      int    `msgpack:"i"`
+	I8     int8
+	I16    int16
+	I32    int32
+	I64    int64
+	U      uint
+	U8     uint8
+	U16    uint16
+	U32    uint32
+	U64    uint64
+	F32    float32
+	F64    float64
+	Skip   int `msgpack:"-"`
+	hidden int
+}
+
+type nested struct {
+	Name  string
+	Inner leaves `msgpack:"inner"`
+	Empty struct{}
+	Deep  struct {
+		L leaves
+		N int
+	}
+	Last int8
+}
+
+// sixteen has enough fields for a map16 header.
+type sixteen struct {
+	A0, A1, A2, A3, A4, A5, A6, A7, A8, A9, B0, B1, B2, B3, B4, B5, B6 int
+}
+
+// narrow reads another type's bytes into different kinds.
+type narrow struct {
+	B   uint8   `msgpack:"B"`
+	S   string  `msgpack:"i"`
+	I   float32 `msgpack:"I8"`
+	I64 uint16  `msgpack:"I64"`
+	U64 int8    `msgpack:"U64"`
+	F64 float32 `msgpack:"F64"`
+	F32 float64 `msgpack:"F32"`
+}
+
+type level int
+
+func (l level) MarshalText() ([]byte, error) { return []byte("lvl"), nil }
+
+func (l *level) UnmarshalText([]byte) error { *l = 7; return nil }
+
+type registered int16
+
+func init() {
+	msgpack.Register(registered(0),
+		func(e *msgpack.Encoder, v reflect.Value) error { return e.EncodeString("reg") },
+		func(d *msgpack.Decoder, v reflect.Value) error { _, err := d.DecodeString(); v.SetInt(5); return err })
+}
+
+// Every type the plan handles is encoded to the library's exact bytes and
+// decoded to the library's exact value; the types it does not handle are
+// left to the library.
+func TestPlanAgreesWithLibrary(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for _, typ := range []reflect.Type{reflect.TypeFor[leaves](), reflect.TypeFor[nested](), reflect.TypeFor[sixteen]()} {
+		require.NotNil(t, planFor(reflect.PointerTo(typ)), "%v should have a plan", typ)
+		for i := 0; i < 2000; i++ {
+			v := reflect.New(typ)
+			randomize(rng, v.Elem())
+			requireSameAsLibrary(t, v.Interface())
+		}
+	}
+}
+
+func TestNoPlanForWhatTheLibraryTreatsSpecially(t *testing.T) {
+	type withOmit struct {
+		A int `msgpack:"a,omitempty"`
+	}
+	type withAlias struct {
+		A int `msgpack:"a,alias:b"`
+	}
+	type asArray struct {
+		_msgpack struct{} `msgpack:",as_array"`
+		A        int
+	}
+	type embedded struct {
+		leaves
+		X int
+	}
+	type withPtr struct{ P *int }
+	type withSlice struct{ S []int }
+	type withTime struct{ T time.Time }
+	type withText struct{ L level }
+	type withRegistered struct{ R registered }
+	type dupNames struct {
+		A int `msgpack:"x"`
+		B int `msgpack:"x"`
+	}
+	type quoted struct {
+		A int `msgpack:"'a'"`
+	}
+	for _, v := range []any{&withOmit{A: 1}, &withAlias{A: 2}, &asArray{A: 3}, &embedded{X: 4},
+		&withPtr{}, &withSlice{S: []int{1}}, &withTime{T: time.Unix(5, 0).UTC()}, &withText{L: 1},
+		&withRegistered{R: 3}, &dupNames{A: 1, B: 2}, &quoted{A: 9}, &leaves{}} {
+		typ := reflect.TypeOf(v)
+		if typ.Elem() != reflect.TypeFor[leaves]() {
+			require.Nil(t, planFor(typ), "%v must keep the library's path", typ)
+		}
+		requireSameAsLibrary(t, v)
+	}
+	// Not a pointer to a struct: the library's path.
+	require.Nil(t, planFor(reflect.TypeFor[leaves]()))
+	require.Nil(t, planFor(reflect.TypeFor[*int]()))
+}
+
+// A nil pointer encodes as nil, and nil decodes to the zero struct.
+func TestPlanNil(t *testing.T) {
+	var p *nested
+	requireSameAsLibrary(t, p)
+	v := &nested{Name: "x", Last: 3}
+	require.NoError(t, Decode(protocol.MsgPack, []byte{0xc0}, v))
+	require.Equal(t, nested{}, *v)
+}
+
+// Bytes written for one type and read into another, or damaged, decode
+// exactly as the library decodes them, errors included.
+func TestPlanDecodesForeignBytesAsLibrary(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	for i := 0; i < 3000; i++ {
+		v := reflect.New(reflect.TypeFor[leaves]())
+		randomize(rng, v.Elem())
+		b, err := msgpack.Marshal(v.Interface())
+		require.NoError(t, err)
+		requireDecodesAsLibrary[narrow](t, b)
+		requireDecodesAsLibrary[nested](t, b)
+		requireDecodesAsLibrary[leaves](t, b[:rng.Intn(len(b))])
+		b[rng.Intn(len(b))] = byte(rng.Intn(256))
+		requireDecodesAsLibrary[leaves](t, b)
+	}
+	// Unknown fields, bin-coded names and strings, nil values.
+	b, err := msgpack.Marshal(map[string]any{"s": []byte("bin"), "i": nil, "zz": 1, "B": nil})
+	require.NoError(t, err)
+	requireDecodesAsLibrary[leaves](t, b)
+}
+
+func FuzzPlanDecode(f *testing.F) {
+	for _, v := range []any{&leaves{S: "x", I: -3, U64: math.MaxUint64}, &nested{Name: "n"}, &sixteen{B6: 300}} {
+		b, err := msgpack.Marshal(v)
+		require.NoError(f, err)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if declaresMoreThan(b) {
+			// The library allocates and grows its buffer for a declared
+			// length before it finds the input short, a megabyte at a
+			// time; such inputs only make the fuzzer slow.
+			return
+		}
+		requireDecodesAsLibrary[leaves](t, b)
+		requireDecodesAsLibrary[nested](t, b)
+		requireDecodesAsLibrary[narrow](t, b)
+		requireDecodesAsLibrary[sixteen](t, b)
+	})
+}
+
+func requireSameAsLibrary(t testing.TB, v any) {
+	t.Helper()
+	want, wantErr := msgpack.Marshal(v)
+	got, err := Append([]byte{0xff}, protocol.MsgPack, v)
+	require.Equal(t, wantErr, err)
+	require.Equal(t, want, got[1:], "%T %+v", v, v)
+	if reflect.ValueOf(v).IsNil() {
+		return
+	}
+	back := reflect.New(reflect.TypeOf(v).Elem())
+	require.NoError(t, Decode(protocol.MsgPack, got[1:], back.Interface()))
+	libBack := reflect.New(reflect.TypeOf(v).Elem())
+	require.NoError(t, msgpack.Unmarshal(want, libBack.Interface()))
+	// Compare by bytes so that NaN fields compare equal to themselves.
+	again, err := msgpack.Marshal(back.Interface())
+	require.NoError(t, err)
+	libAgain, err := msgpack.Marshal(libBack.Interface())
+	require.NoError(t, err)
+	require.Equal(t, libAgain, again)
+}
+
+// requireDecodesAsLibrary decodes b into a prefilled T with the plan and
+// with the library: the same error or none, and the same value.
+func requireDecodesAsLibrary[T any](t testing.TB, b []byte) {
+	t.Helper()
+	var want, got T
+	fill := func(v *T) { n := 0; fillProbe(reflect.ValueOf(v).Elem(), &n) }
+	fill(&want)
+	fill(&got)
+	wantErr := msgpack.Unmarshal(b, &want)
+	err := Decode(protocol.MsgPack, b, &got)
+	if wantErr != nil {
+		require.EqualError(t, err, wantErr.Error(), "bytes %x", b)
+	} else {
+		require.NoError(t, err, "bytes %x", b)
+	}
+	wb, _ := msgpack.Marshal(&want)
+	gb, _ := msgpack.Marshal(&got)
+	require.True(t, bytes.Equal(wb, gb), "bytes %x: library %+v, plan %+v", b, want, got)
+}
+
+// randomize fills v's exported leaves with values across every encoding
+// width, strings across every length class.
+func randomize(rng *rand.Rand, v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			if v.Type().Field(i).IsExported() {
+				randomize(rng, v.Field(i))
+			}
+		}
+	case reflect.Bool:
+		v.SetBool(rng.Intn(2) == 1)
+	case reflect.String:
+		lens := []int{0, 1, 31, 32, 255, 256, 65535, 65536}
+		n := lens[rng.Intn(len(lens))]
+		if rng.Intn(4) > 0 {
+			n = rng.Intn(40)
+		}
+		v.SetString(strings.Repeat("é", n/2) + strings.Repeat("a", n%2))
+	case reflect.Float32, reflect.Float64:
+		fs := []float64{0, math.Copysign(0, -1), math.Inf(1), math.NaN(), 1.5, -1e300, math.SmallestNonzeroFloat64}
+		f := rng.NormFloat64() * 1e6
+		if rng.Intn(3) == 0 {
+			f = fs[rng.Intn(len(fs))]
+		}
+		v.SetFloat(f)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(int64(rng.Uint64()) >> rng.Intn(64))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(rng.Uint64() >> rng.Intn(64))
+	}
+}
+
+// declaresMoreThan reports whether some 16- or 32-bit length or count in b
+// (read at any offset) exceeds len(b).
+func declaresMoreThan(b []byte) bool {
+	for i, c := range b {
+		switch c {
+		case 0xc5, 0xc8, 0xda, 0xdc, 0xde:
+			if i+3 <= len(b) && int(b[i+1])<<8|int(b[i+2]) > len(b) {
+				return true
+			}
+		case 0xc6, 0xc9, 0xdb, 0xdd, 0xdf:
+			if i+5 <= len(b) && int(b[i+1])<<24|int(b[i+2])<<16|int(b[i+3])<<8|int(b[i+4]) > len(b) {
+				return true
+			}
+		}
+	}
+	return false
+}
