@@ -8,15 +8,25 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/smallnest/rpcx/protocol"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
 )
 
-// Ceiling is the codec ceiling of one payload: what encoding and decoding
-// alone cost in this process, on all its cores, with no transport at all.
-// Any transport on this machine pays at least that per operation, so
-// CallsPerS bounds call throughput and OnewayPerS cast and send throughput
-// (client and server share these cores in the sweep, as they do here).
+// Ceiling is the codec ceiling of one payload with one codec: what
+// encoding and decoding alone cost in this process, on all its cores, with
+// no transport at all. Any transport on this machine that uses that codec
+// pays at least that per operation, so CallsPerS bounds call throughput and
+// OnewayPerS cast and send throughput (client and server share these cores
+// in the sweep, as they do here).
 type Ceiling struct {
-	Payload        string  `json:"payload"`
+	Payload string `json:"payload"`
+	// Codec is codecRPCX (rpcx's share.Codecs msgpack codec, which the
+	// plain path and every send use) or codecBatch (the batch path's
+	// encoding of call and cast arguments and replies: the same bytes,
+	// see internal/fastcodec).
+	Codec          string  `json:"codec"`
 	PayloadBytes   int     `json:"payload_bytes"`
 	Procs          int     `json:"gomaxprocs"`
 	CallsPerS      float64 `json:"calls_per_s"`       // encode args, decode args, encode reply, decode reply
@@ -25,40 +35,67 @@ type Ceiling struct {
 	CPUusPerOneway float64 `json:"cpu_us_per_oneway"` // CPU of one such cycle
 }
 
-// measureCeiling runs the codec cycles for payload on GOMAXPROCS
-// goroutines, d for calls and d for oneways.
-func measureCeiling(ctx context.Context, payload string, d time.Duration) (Ceiling, error) {
+// The codecs a ceiling is measured for.
+const (
+	codecRPCX  = "rpcx"
+	codecBatch = "rpcxbatch"
+)
+
+// codecs are the encode and decode functions of each measured codec.
+var codecs = map[string]struct {
+	encode func(any) ([]byte, error)
+	decode func([]byte, any) error
+}{
+	codecRPCX: {msgpack.Encode, msgpack.Decode},
+	codecBatch: {
+		func(v any) ([]byte, error) { return fastcodec.Encode(protocol.MsgPack, v) },
+		func(b []byte, v any) error { return fastcodec.Decode(protocol.MsgPack, b, v) },
+	},
+}
+
+// codecOf names the codec a result's operation spends its codec time in.
+func codecOf(r Result) string {
+	if r.Path == pathBatch && r.Op != "send" {
+		return codecBatch
+	}
+	return codecRPCX
+}
+
+// measureCeiling runs the codec cycles for payload with codec on
+// GOMAXPROCS goroutines, d for calls and d for oneways.
+func measureCeiling(ctx context.Context, payload, codec string, d time.Duration) (Ceiling, error) {
 	p := payloads[payload]
 	args := p.args()
+	enc, dec := codecs[codec].encode, codecs[codec].decode
 	call := func() error {
-		b, err := msgpack.Encode(args)
+		b, err := enc(args)
 		if err != nil {
 			return err
 		}
 		v := p.newValue()
-		if err := msgpack.Decode(b, v); err != nil {
+		if err := dec(b, v); err != nil {
 			return err
 		}
-		rb, err := msgpack.Encode(v)
+		rb, err := enc(v)
 		if err != nil {
 			return err
 		}
-		return msgpack.Decode(rb, p.newValue())
+		return dec(rb, p.newValue())
 	}
 	oneway := func() error {
-		b, err := msgpack.Encode(args)
+		b, err := enc(args)
 		if err != nil {
 			return err
 		}
-		return msgpack.Decode(b, p.newValue())
+		return dec(b, p.newValue())
 	}
-	c := Ceiling{Payload: payload, PayloadBytes: p.size, Procs: runtime.GOMAXPROCS(0)}
+	c := Ceiling{Payload: payload, Codec: codec, PayloadBytes: p.size, Procs: runtime.GOMAXPROCS(0)}
 	var err error
 	if c.CallsPerS, c.CPUusPerCall, err = spin(ctx, c.Procs, d, call); err != nil {
-		return c, fmt.Errorf("codec ceiling %s: %w", payload, err)
+		return c, fmt.Errorf("codec ceiling %s %s: %w", payload, codec, err)
 	}
 	if c.OnewayPerS, c.CPUusPerOneway, err = spin(ctx, c.Procs, d, oneway); err != nil {
-		return c, fmt.Errorf("codec ceiling %s: %w", payload, err)
+		return c, fmt.Errorf("codec ceiling %s %s: %w", payload, codec, err)
 	}
 	return c, nil
 }
@@ -112,9 +149,9 @@ func spin(ctx context.Context, procs int, d time.Duration, f func() error) (perS
 // printCeilings prints the codec ceilings as a small table.
 func printCeilings(w io.Writer, cs []Ceiling) {
 	fmt.Fprintf(w, "\ncodec ceiling (msgpack only, %d cores, no transport):\n", runtime.GOMAXPROCS(0))
-	fmt.Fprintf(w, "%-13s %8s | %11s %9s | %11s %9s\n", "payload", "bytes", "calls/s", "cpuµs/call", "oneway/s", "cpuµs/1way")
+	fmt.Fprintf(w, "%-13s %-9s %8s | %11s %9s | %11s %9s\n", "payload", "codec", "bytes", "calls/s", "cpuµs/call", "oneway/s", "cpuµs/1way")
 	for _, c := range cs {
-		fmt.Fprintf(w, "%-13s %8d | %11.0f %9.1f | %11.0f %9.1f\n",
-			c.Payload, c.PayloadBytes, c.CallsPerS, c.CPUusPerCall, c.OnewayPerS, c.CPUusPerOneway)
+		fmt.Fprintf(w, "%-13s %-9s %8d | %11.0f %9.1f | %11.0f %9.1f\n",
+			c.Payload, c.Codec, c.PayloadBytes, c.CallsPerS, c.CPUusPerCall, c.OnewayPerS, c.CPUusPerOneway)
 	}
 }

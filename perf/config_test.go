@@ -136,3 +136,27 @@ func TestMaxPerWriter(t *testing.T) {
 	c.MaxPerWriter = 0
 	assert.Equal(t, 200000, c.messagesFor(1, 220))
 }
+
+// Each path's fraction is taken against the ceiling of the codec it
+// spends its codec time in: the batch path's for batch calls and casts,
+// rpcx's for the plain path and for sends (whose bytes the harness encodes
+// with rpcx's codec on both paths).
+func TestCeilingFractionByCodec(t *testing.T) {
+	cs := []Ceiling{
+		{Payload: "data", Codec: codecRPCX, CallsPerS: 100, OnewayPerS: 200},
+		{Payload: "data", Codec: codecBatch, CallsPerS: 400, OnewayPerS: 800},
+	}
+	for _, tc := range []struct {
+		op, path string
+		want     float64
+	}{
+		{"call", pathPlain, 0.5}, {"cast", pathPlain, 0.25}, {"send", pathPlain, 0.25},
+		{"call", pathBatch, 0.125}, {"cast", pathBatch, 0.0625}, {"send", pathBatch, 0.25},
+	} {
+		f, ok := ceilingFraction(Result{Op: tc.op, Path: tc.path, Payload: "data", OpsPerS: 50}, cs)
+		require.True(t, ok, "%s %s", tc.op, tc.path)
+		require.InDelta(t, tc.want, f, 1e-9, "%s %s", tc.op, tc.path)
+	}
+	_, ok := ceilingFraction(Result{Op: "call", Path: pathBatch, Payload: "tiny", OpsPerS: 1}, cs)
+	require.False(t, ok)
+}

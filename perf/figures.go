@@ -140,20 +140,29 @@ func opPlot(g group, op string, results []Result, cs []Ceiling) (*plot.Plot, flo
 	}
 	// A log axis needs a range around a single writer count too.
 	p.X.Min, p.X.Max = lo/1.5, hi*1.5
-	for _, c := range cs {
-		if c.Payload != g.Payload {
+	// One ceiling line per codec the two paths use for this operation.
+	for _, codec := range []string{codecRPCX, codecBatch} {
+		if codec == codecBatch && op == "send" {
 			continue
 		}
-		bound := c.OnewayPerS
-		if op == "call" {
-			bound = c.CallsPerS
-		}
-		l, err := plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: bound}, {X: p.X.Max, Y: bound}})
-		if err == nil {
-			l.Color, l.Dashes, l.Width = ceilingColor, []vg.Length{vg.Points(2), vg.Points(2)}, vg.Points(1)
-			p.Add(l)
-			p.Legend.Add("codec ceiling", l)
-			top = max(top, bound)
+		for _, c := range cs {
+			if c.Payload != g.Payload || c.Codec != codec {
+				continue
+			}
+			bound := c.OnewayPerS
+			if op == "call" {
+				bound = c.CallsPerS
+			}
+			l, err := plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: bound}, {X: p.X.Max, Y: bound}})
+			if err == nil {
+				l.Color, l.Dashes, l.Width = ceilingColor, []vg.Length{vg.Points(2), vg.Points(2)}, vg.Points(1)
+				if codec == codecBatch {
+					l.Dashes = []vg.Length{vg.Points(6), vg.Points(2)}
+				}
+				p.Add(l)
+				p.Legend.Add("codec ceiling, "+codec+" codec", l)
+				top = max(top, bound)
+			}
 		}
 	}
 	p.Y.Min, p.Y.Max = 0, top*1.05

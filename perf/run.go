@@ -129,11 +129,13 @@ func ceilings(ctx context.Context, cfg Config) ([]Ceiling, error) {
 	}
 	var out []Ceiling
 	for _, n := range names {
-		c, err := measureCeiling(ctx, n, cfg.CodecDuration)
-		if err != nil {
-			return nil, err
+		for _, codec := range []string{codecRPCX, codecBatch} {
+			c, err := measureCeiling(ctx, n, codec, cfg.CodecDuration)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, c)
 		}
-		out = append(out, c)
 	}
 	return out, nil
 }
@@ -152,11 +154,11 @@ func printFractions(w io.Writer, results []Result, cs []Ceiling) {
 	}
 }
 
-// ceilingFraction is r's throughput over its codec ceiling: the call
-// ceiling for calls, the oneway one for casts and sends.
+// ceilingFraction is r's throughput over the ceiling of the codec it uses:
+// the call ceiling for calls, the oneway one for casts and sends.
 func ceilingFraction(r Result, cs []Ceiling) (float64, bool) {
 	for _, c := range cs {
-		if c.Payload != r.Payload {
+		if c.Payload != r.Payload || c.Codec != codecOf(r) {
 			continue
 		}
 		bound := c.OnewayPerS
