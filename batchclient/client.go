@@ -35,7 +35,10 @@ type Client struct {
 	mu      sync.Mutex
 	peers   map[string]*peer
 	stopped map[string]*client.Client // plain clients of stopped addresses, made on first use
-	closed  atomic.Bool               // set under mu; read without it on the call path
+	// retiring holds plain clients that no peer uses any more, each closed
+	// by its timer (see retire) or by Close.
+	retiring map[*client.Client]*time.Timer
+	closed   atomic.Bool // set under mu; read without it on the call path
 }
 
 // New returns a Client; it connects to an address on first use or Start.
@@ -45,7 +48,8 @@ func New(opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{opts: o, metrics: newClientMetrics(o.Registry),
-		peers: make(map[string]*peer), stopped: make(map[string]*client.Client)}
+		peers: make(map[string]*peer), stopped: make(map[string]*client.Client),
+		retiring: make(map[*client.Client]*time.Timer)}
 	c.SetAuth(o.Auth)
 	return c, nil
 }
@@ -186,8 +190,8 @@ func (c *Client) Info(addr string) Info {
 // and later ones with ErrClosed.
 func (c *Client) Close() error {
 	c.mu.Lock()
-	peers, plains := c.peers, c.stopped
-	c.peers, c.stopped = map[string]*peer{}, map[string]*client.Client{}
+	peers, plains, retiring := c.peers, c.stopped, c.retiring
+	c.peers, c.stopped, c.retiring = map[string]*peer{}, map[string]*client.Client{}, map[*client.Client]*time.Timer{}
 	c.closed.Store(true)
 	c.live.Clear()
 	c.mu.Unlock()
@@ -195,6 +199,10 @@ func (c *Client) Close() error {
 		if pc != nil {
 			pc.Close()
 		}
+	}
+	for pc, t := range retiring {
+		t.Stop()
+		pc.Close()
 	}
 	var wg sync.WaitGroup
 	for _, p := range peers {
@@ -240,6 +248,27 @@ func (c *Client) forget(p *peer) {
 		delete(c.peers, p.key)
 		c.live.Delete(p.key)
 	}
+}
+
+// retire closes pc, a plain client no peer uses any more, after d (or at
+// Close, if that comes first): calls still running on it may finish.
+func (c *Client) retire(pc *client.Client, d time.Duration) {
+	c.mu.Lock()
+	if c.closed.Load() {
+		c.mu.Unlock()
+		pc.Close()
+		return
+	}
+	c.retiring[pc] = time.AfterFunc(d, func() {
+		c.mu.Lock()
+		_, ours := c.retiring[pc]
+		delete(c.retiring, pc)
+		c.mu.Unlock()
+		if ours {
+			pc.Close()
+		}
+	})
+	c.mu.Unlock()
 }
 
 // stoppedPlain returns the plain rpcx client of a stopped address,

@@ -99,8 +99,8 @@ type peer struct {
 
 	// key is the address as the client's table knows it.
 	key string
-	// lastUsed is when a call last found the peer down or connecting
-	// (unix nanos); see Options.ForgetDown.
+	// lastUsed is when a call last found the peer down, connecting or
+	// plain (unix nanos); see Options.ForgetDown.
 	lastUsed atomic.Int64
 
 	// laneDown receives a notice from every lane of the pool that fails.
@@ -158,6 +158,13 @@ func (p *peer) run() {
 			}
 			if !p.waitReprobe() {
 				p.setState(stateStopped, nil, ErrStopped)
+				return
+			}
+			if p.unused(time.Time{}) {
+				// A plain server no call has used for ForgetDown: most
+				// likely one a discovery dropped. Stop asking it again;
+				// a later call starts afresh.
+				p.forgetPlain()
 				return
 			}
 			continue
@@ -360,6 +367,7 @@ func (p *peer) pick(ctx context.Context, key string, hasKey bool) (*lane, *clien
 			}
 			return lanes[i%uint64(len(lanes))], nil, nil
 		case statePlain:
+			p.lastUsed.Store(time.Now().UnixNano())
 			pc, err := p.plain()
 			return nil, pc, err
 		case stateDown:
@@ -405,6 +413,10 @@ func (p *peer) waitReprobe() bool {
 func (p *peer) plain() (*client.Client, error) {
 	p.plainMu.Lock()
 	defer p.plainMu.Unlock()
+	if p.view.Load().state == stateForgotten {
+		// forgetPlain has taken the client away: route looks again.
+		return nil, errForgotten
+	}
 	if p.plainClient != nil && !p.plainClient.IsShutdown() && !p.plainClient.IsClosing() {
 		return p.plainClient, nil
 	}
@@ -433,6 +445,23 @@ func (p *peer) shutdown() {
 	}
 	<-p.done
 	p.closePlain()
+}
+
+// forgetPlain takes an unused plain peer out of the client's table. Its
+// plain client is retired: closed ReprobePlain later, for a call that may
+// still be running on it.
+func (p *peer) forgetPlain() {
+	p.c.forget(p)
+	// Forgotten first, then the client taken away under plainMu: plain
+	// then hands out no new client to a caller that saw the plain view.
+	p.setState(stateForgotten, nil, nil)
+	p.plainMu.Lock()
+	pc := p.plainClient
+	p.plainClient = nil
+	p.plainMu.Unlock()
+	if pc != nil {
+		p.c.retire(pc, p.c.opts.ReprobePlain)
+	}
 }
 
 // currentPlain is the peer's plain client, if it has one.

@@ -135,3 +135,36 @@ func TestPlainConnectionClosedAfterUpgrade(t *testing.T) {
 	require.Eventually(t, func() bool { return cc.open.Load() == lanes }, 5*time.Second, 10*time.Millisecond,
 		"open connections: %d, lanes %d", cc.open.Load(), lanes)
 }
+
+// TestUnusedPlainServerForgotten: a server without the plugin stays known
+// while calls use it; once none has for ForgetDown, the client forgets it
+// (no more handshakes every ReprobePlain) and closes its plain connection.
+// A later call starts afresh.
+func TestUnusedPlainServerForgotten(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	var cc connCounter
+	servePlainAt(t, addr, &cc)
+	c := newClient(t, batchclient.WithReprobePlain(30*time.Millisecond), batchclient.WithForgetDown(150*time.Millisecond))
+	var r testsvc.Reply
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		require.NoError(t, c.Call(ctxT(t, 5*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 4}, &r))
+		assert.Equal(t, 8, r.C)
+		require.True(t, c.Info(addr).Plain, "a plain server in use stays known")
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	require.Eventually(t, func() bool { return c.Info(addr).Status == batchclient.NotConnected }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return cc.open.Load() == 0 }, 5*time.Second, 10*time.Millisecond,
+		"open connections: %d", cc.open.Load())
+	accepted := cc.accepted.Load()
+	time.Sleep(150 * time.Millisecond)
+	assert.Equal(t, accepted, cc.accepted.Load(), "a forgotten server is not asked again")
+
+	require.NoError(t, c.Call(ctxT(t, 5*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: 3, B: 4}, &r))
+	assert.Equal(t, 12, r.C)
+	assert.True(t, c.Info(addr).Plain)
+}
