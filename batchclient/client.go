@@ -317,13 +317,14 @@ func (c *Client) newEntry(ctx context.Context, kind codec.Kind, path, method str
 		b, _ := args.([]byte)
 		e.buf = append(e.buf[:0], b...)
 	} else {
-		e.buf, err = fastcodec.Append(e.buf[:0], c.opts.SerializeType, args)
+		e.buf, err = encodeArgs(e.buf[:0], c.opts.SerializeType, args)
 	}
 	if err != nil {
 		putEntry(e)
 		if errors.Is(err, fastcodec.ErrNoCodec) {
 			return nil, ErrUnsupportedCodec
 		}
+		c.metrics.errCodec.Inc(1)
 		return nil, err
 	}
 	e.Kind, e.ServicePath, e.ServiceMethod = kind, path, method
@@ -335,6 +336,22 @@ func (c *Client) newEntry(ctx context.Context, kind codec.Kind, path, method str
 	e.deadline, _ = ctx.Deadline()
 	e.size = codec.EntrySize(&e.Entry)
 	return e, nil
+}
+
+// encodeArgs encodes args after dst on the caller's goroutine (Go, Cast).
+// A codec error or panic becomes ErrEncode, returned to that caller alone,
+// as the lane's writer returns it for Call.
+func encodeArgs(dst []byte, st protocol.SerializeType, args any) (out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = dst, fmt.Errorf("%w: encoding the arguments panicked: %v", ErrEncode, r)
+		}
+	}()
+	out, err = fastcodec.Append(dst, st, args)
+	if err != nil && !errors.Is(err, fastcodec.ErrNoCodec) {
+		err = fmt.Errorf("%w: %w", ErrEncode, err)
+	}
+	return out, err
 }
 
 // newDeferredEntry builds a call entry whose arguments the lane's writer

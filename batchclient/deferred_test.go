@@ -42,6 +42,31 @@ func TestCallArgumentsThatDoNotEncode(t *testing.T) {
 	assert.Equal(t, 20, r.C)
 }
 
+// TestCastAndGoArgumentsThatDoNotEncode: Go and Cast encode on the
+// caller; arguments the codec fails on or panics on return ErrEncode to
+// that caller (no panic), and give back their place in the queue: with a
+// queue of 2 entries and fail-fast overflow, a leaked place would make the
+// later casts fail with ErrOverloaded.
+func TestCastAndGoArgumentsThatDoNotEncode(t *testing.T) {
+	addr, _ := startServer(t, false)
+	c := newClient(t, batchclient.WithLanes(1), batchclient.WithQueueLimits(2, 1<<20),
+		batchclient.WithOverflow(batchclient.OverflowFailFast))
+	waitConnected(t, c, addr)
+	ctx := ctxT(t, 5*time.Second)
+	for range 5 {
+		require.ErrorIs(t, c.Cast(ctx, addr, "Arith", "Mul", panicArgs{}), batchclient.ErrEncode)
+		require.ErrorIs(t, c.Cast(ctx, addr, "Arith", "Mul", make(chan int)), batchclient.ErrEncode)
+		call := c.Go(ctx, addr, "Arith", "Mul", panicArgs{}, &testsvc.Reply{}, nil)
+		require.ErrorIs(t, call.Error, batchclient.ErrEncode)
+		assert.Contains(t, call.Error.Error(), "bad argument type")
+	}
+	assert.Equal(t, int64(15), c.Metrics().Get("rpcxbatch.client.errors.codec").(interface{ Count() int64 }).Count())
+	var r testsvc.Reply
+	require.NoError(t, c.Cast(ctx, addr, "Arith", "Mul", &testsvc.Args{A: 1, B: 2}))
+	require.NoError(t, c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: 4, B: 5}, &r))
+	assert.Equal(t, 20, r.C)
+}
+
 // TestCallsBiggerThanCountedSplitFrames: a queue of calls is taken for a
 // frame before their arguments are encoded; when they turn out bigger than
 // the frame cap, they go out as several frames (each within both sides'

@@ -49,7 +49,13 @@ func (p *structPlan) decodeAt(data []byte, pos int, base unsafe.Pointer) (int, b
 		pos = next
 		f := p.lookup(i, key)
 		if f == nil {
-			return pos, false
+			// A field this side does not have (a peer with a newer
+			// version of the type): its value is skipped, as the
+			// library skips it.
+			if pos, ok = skip(data, pos, 0); !ok {
+				return pos, false
+			}
+			continue
 		}
 		if pos, ok = f.decodeValue(data, pos, base); !ok {
 			return pos, false
@@ -109,7 +115,9 @@ func (f *fieldPlan) decodeValue(data []byte, pos int, base unsafe.Pointer) (int,
 			if pos+4 > len(data) {
 				return pos, false
 			}
-			*(*float32)(at) = math.Float32frombits(binary.BigEndian.Uint32(data[pos:]))
+			// Through float64, as the library's SetFloat: a signalling
+			// NaN comes out quiet.
+			*(*float32)(at) = float32(float64(math.Float32frombits(binary.BigEndian.Uint32(data[pos:]))))
 			return pos + 4, true
 		}
 		n, next, ok := readInt(data, pos, c)
@@ -271,4 +279,77 @@ func intSize(c byte) int {
 		return 8
 	}
 	return 0
+}
+
+// maxSkipDepth bounds the nesting of a skipped value; deeper ones are left
+// to the library.
+const maxSkipDepth = 32
+
+// skip steps over one well-formed msgpack value of any type at pos. It
+// fails (and the library then decodes the whole input) on anything else:
+// the unused code 0xc1, truncated input, nesting deeper than maxSkipDepth.
+func skip(data []byte, pos, depth int) (int, bool) {
+	if pos >= len(data) || depth > maxSkipDepth {
+		return pos, false
+	}
+	c := data[pos]
+	pos++
+	n, count := 0, 0 // bytes to step over; values to skip after them
+	switch {
+	case c <= 0x7f || c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3:
+	case c&0xf0 == 0x80:
+		count = 2 * int(c&0x0f)
+	case c&0xf0 == 0x90:
+		count = int(c & 0x0f)
+	case c&0xe0 == 0xa0:
+		n = int(c & 0x1f)
+	case intSize(c) > 0:
+		n = intSize(c)
+	case c == 0xca:
+		n = 4
+	case c == 0xcb:
+		n = 8
+	case c >= 0xd4 && c <= 0xd8: // fixext 1, 2, 4, 8, 16: type byte and data
+		n = 1 + 1<<(c-0xd4)
+	default:
+		var l, width int
+		switch c {
+		case 0xc4, 0xd9, 0xc7: // bin8, str8, ext8
+			width = 1
+		case 0xc5, 0xda, 0xc8, 0xdc, 0xde: // 16-bit lengths and counts
+			width = 2
+		case 0xc6, 0xdb, 0xc9, 0xdd, 0xdf: // 32-bit lengths and counts
+			width = 4
+		default:
+			return pos, false
+		}
+		if pos+width > len(data) {
+			return pos, false
+		}
+		for _, b := range data[pos : pos+width] {
+			l = l<<8 | int(b)
+		}
+		pos += width
+		switch c {
+		case 0xdc, 0xdd:
+			count = l
+		case 0xde, 0xdf:
+			count = 2 * l
+		case 0xc7, 0xc8, 0xc9:
+			n = l + 1 // the ext type byte
+		default:
+			n = l
+		}
+	}
+	if n > len(data)-pos {
+		return pos, false
+	}
+	pos += n
+	for ; count > 0; count-- {
+		var ok bool
+		if pos, ok = skip(data, pos, depth+1); !ok {
+			return pos, false
+		}
+	}
+	return pos, true
 }

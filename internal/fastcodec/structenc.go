@@ -45,7 +45,9 @@ func (p *structPlan) encode(b []byte, base unsafe.Pointer) []byte {
 		case reflect.Uint64:
 			b = append64(b, 0xcf, *(*uint64)(at))
 		case reflect.Float32:
-			b = append32(b, 0xca, math.Float32bits(*(*float32)(at)))
+			// Through float64, as the library's encoder: a signalling
+			// NaN goes out quiet.
+			b = append32(b, 0xca, math.Float32bits(float32(float64(*(*float32)(at)))))
 		case reflect.Float64:
 			b = append64(b, 0xcb, math.Float64bits(*(*float64)(at)))
 		}

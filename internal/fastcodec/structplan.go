@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"unicode"
 	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -17,10 +18,17 @@ import (
 // compact int and uint, fixed-width sized ints, no omitempty), but from
 // field offsets worked out once instead of reflect and the library's
 // per-struct cache lookups on every value. Only simple shapes get a plan
-// (see compileStruct); every other type keeps the library's path. A plan
-// is checked against the library on a probe value before it is used, so a
-// custom encoder registered for a field's type (which cannot be seen
-// otherwise) makes the type keep the library's path too.
+// (see compileStruct): leaf fields of predeclared types (int, string, ...,
+// not named types, whose codec a user may register), and structs of such
+// fields nested by value. Every other type keeps the library's path.
+//
+// A nested struct type may have a codec registered with the library
+// (msgpack.Register, RegisterExt...), which cannot be seen from outside
+// it. A plan is therefore checked against the library before first use:
+// probe values encoded both ways, and probe inputs decoded both ways, must
+// agree. That catches a registered codec that writes or reads anything but
+// a map of the fields; one that agrees with the default on the probes, or
+// one registered after the type's first use here, is not seen.
 type structPlan struct {
 	typ    reflect.Type
 	fields []fieldPlan
@@ -53,6 +61,9 @@ var noPlan = new(structPlan)
 
 // planFor returns the plan for values of type t (a *struct), or nil.
 func planFor(t reflect.Type) *structPlan {
+	if t == nil {
+		return nil
+	}
 	if p, ok := plans.Load(t); ok {
 		if p == noPlan {
 			return nil
@@ -105,14 +116,18 @@ func hasOwnCodec(t reflect.Type) bool {
 
 // fieldName returns the msgpack name of f, whether the field is encoded
 // at all, and whether its tag is one this plan understands: a plain name
-// or "-", with no options.
+// (letters, digits, "_", "-", ".") or "-", with no options.
 func fieldName(f reflect.StructField) (name string, encoded, ok bool) {
 	tag := f.Tag.Get("msgpack")
 	if tag == "-" {
 		return "", false, true
 	}
-	if strings.ContainsAny(tag, ",'\"\\ ") {
-		return "", false, false
+	for _, r := range tag {
+		// Names of letters, digits and _-. only: anything else may mean
+		// something to the library's tag parser (options, quoting).
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune("_-.", r) {
+			return "", false, false
+		}
 	}
 	if !f.IsExported() {
 		return "", false, true
@@ -154,6 +169,9 @@ func compileStruct(t reflect.Type, depth int) *structPlan {
 		case reflect.Bool, reflect.String, reflect.Float32, reflect.Float64,
 			reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			if !predeclared(f.Type) {
+				return nil
+			}
 		case reflect.Struct:
 			if fp.sub = compileStruct(f.Type, depth+1); fp.sub == nil {
 				return nil
@@ -190,34 +208,55 @@ func (p *structPlan) flatten(steps []encStep, base uintptr) []encStep {
 	return append(steps, encStep{lit: lit, kind: reflect.Invalid})
 }
 
-// agreesWithLibrary encodes a probe value and the zero value with both the
-// plan and the library, and decodes the library's bytes with the plan;
-// any difference means the library does something for this type that the
-// plan does not see (a registered encoder, for one), so the plan is not
-// used.
-func (p *structPlan) agreesWithLibrary() bool {
-	for _, fill := range []bool{false, true} {
+// predeclared reports whether t is a predeclared type (int, string, ...)
+// rather than a named type of that kind.
+func predeclared(t reflect.Type) bool {
+	return t.PkgPath() == "" && t.Name() == t.Kind().String()
+}
+
+// agreesWithLibrary checks the plan against the library: probe values
+// (zero, filled, filled at the widest widths) encode to the same bytes
+// both ways, and those bytes, and a map of every field to nil, decode to
+// the same value both ways. The library is called on the struct type, not
+// on its pointer, so that the check leaves no pointer encoder in the
+// library's cache that a later registration of the type would not reach.
+// A panic (a registered codec meeting a made-up value) counts as
+// disagreement.
+func (p *structPlan) agreesWithLibrary() (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	var inputs [][]byte
+	for variant := range 3 {
 		v := reflect.New(p.typ)
-		if fill {
+		if variant > 0 {
 			n := 0
-			fillProbe(v.Elem(), &n)
+			fillProbe(v.Elem(), &n, variant == 2)
 		}
 		var lib bytes.Buffer
-		if err := msgpack.NewEncoder(&lib).Encode(v.Interface()); err != nil {
+		if err := msgpack.NewEncoder(&lib).EncodeValue(v.Elem()); err != nil {
 			return false
 		}
-		mine := p.encode(nil, v.UnsafePointer())
-		if !bytes.Equal(lib.Bytes(), mine) {
+		if !bytes.Equal(lib.Bytes(), p.encode(nil, v.UnsafePointer())) {
 			return false
 		}
-		back := reflect.New(p.typ)
-		if !p.decode(lib.Bytes(), back.UnsafePointer()) {
+		inputs = append(inputs, lib.Bytes())
+	}
+	nils := appendMapLen(nil, len(p.fields))
+	for _, f := range p.fields {
+		nils = append(appendStr(nils, f.name), 0xc0)
+	}
+	for _, in := range append(inputs, nils) {
+		mine, lib := reflect.New(p.typ), reflect.New(p.typ)
+		if !p.decode(in, mine.UnsafePointer()) {
 			return false
 		}
-		// Compare by the library's bytes: fields it skips (tagged "-",
-		// unexported) are not decoded and differ.
-		var again bytes.Buffer
-		if err := msgpack.NewEncoder(&again).Encode(back.Interface()); err != nil || !bytes.Equal(lib.Bytes(), again.Bytes()) {
+		if err := msgpack.NewDecoder(bytes.NewReader(in)).DecodeValue(lib.Elem()); err != nil {
+			return false
+		}
+		if !reflect.DeepEqual(mine.Elem().Interface(), lib.Elem().Interface()) {
 			return false
 		}
 	}
@@ -225,27 +264,43 @@ func (p *structPlan) agreesWithLibrary() bool {
 }
 
 // fillProbe sets every leaf of v to a distinct value that needs more than
-// one byte in msgpack, so that width and sign handling are compared too.
-func fillProbe(v reflect.Value, n *int) {
+// one byte in msgpack, so that width and sign handling are compared too;
+// wide picks the widest encodings instead.
+func fillProbe(v reflect.Value, n *int, wide bool) {
 	*n++
 	k := *n
 	switch v.Kind() {
 	case reflect.Struct:
 		for i := 0; i < v.NumField(); i++ {
 			if v.Type().Field(i).IsExported() {
-				fillProbe(v.Field(i), n)
+				fillProbe(v.Field(i), n, wide)
 			}
 		}
 	case reflect.Bool:
-		v.SetBool(true)
+		v.SetBool(!wide)
 	case reflect.String:
+		if wide {
+			k += 70000
+		}
 		v.SetString(strings.Repeat("x", 30+k))
 	case reflect.Float32, reflect.Float64:
-		v.SetFloat(float64(k) + 0.5)
+		if wide {
+			v.SetFloat(-float64(k) * 1e30)
+		} else {
+			v.SetFloat(float64(k) + 0.5)
+		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		v.SetInt(-int64(100 + k))
+		if wide {
+			v.SetInt(math.MinInt64 + int64(k))
+		} else {
+			v.SetInt(-int64(100 + k))
+		}
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		v.SetUint(uint64(200 + k))
+		if wide {
+			v.SetUint(math.MaxUint64 - uint64(k))
+		} else {
+			v.SetUint(uint64(200 + k))
+		}
 	}
 }
 
