@@ -28,6 +28,12 @@ type Client struct {
 	metrics *clientMetrics
 	rr      atomic.Uint64
 	auth    atomic.Pointer[string] // token for handshakes and frames
+	// woken counts callers of Call whose reply has been handed over and
+	// who have not yet run to take it. Most will make their next call when
+	// they do, so lane writers let them run before taking the queue (see
+	// settle.Settle): frames then carry the calls of a whole reply frame's
+	// callers instead of the first few.
+	woken atomic.Int64
 
 	// live mirrors peers for lock-free lookups on the call path; it is
 	// written under mu.
@@ -249,6 +255,9 @@ func (c *Client) forget(p *peer) {
 		c.live.Delete(p.key)
 	}
 }
+
+// wokenCallers is woken as settle.Settle reads it.
+func (c *Client) wokenCallers() int { return int(c.woken.Load()) }
 
 // retire closes pc, a plain client no peer uses any more, after d (or at
 // Close, if that comes first): calls still running on it may finish.
@@ -521,6 +530,7 @@ func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod stri
 		// take it as if Done had won the race.
 		<-call.Done
 	}
+	c.woken.Add(-1)
 	err = c.callResult(ctx, sc, reply)
 	// Before returning: the writer must be done with args.
 	e.withdraw()

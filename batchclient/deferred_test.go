@@ -127,6 +127,9 @@ func TestCallsEndingWhileQueued(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	// Every caller handed a result took it: the writer's settling has no
+	// callers left to wait for.
+	assert.Zero(t, batchclient.WokenCallers(c))
 
 	// Every place in the window came back.
 	ctx := ctxT(t, 5*time.Second)

@@ -16,3 +16,7 @@ func PlainClientBroken(c *Client, addr string) bool {
 	pc := p.currentPlain()
 	return pc == nil || pc.IsShutdown() || pc.IsClosing()
 }
+
+// WokenCallers is the count of callers of Call handed a result and not yet
+// run (see Client.woken); at rest it is zero.
+func WokenCallers(c *Client) int64 { return c.woken.Load() }

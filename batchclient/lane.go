@@ -210,9 +210,17 @@ func (l *lane) finish(pc *pendingCall, err error) {
 	}
 	call := pc.call
 	call.Error = err
+	if pc.deferDecode {
+		// A caller of Call is about to run (see Client.woken); counted
+		// before it can be, so the count never goes below zero.
+		l.c.woken.Add(1)
+	}
 	select {
 	case call.Done <- call:
 	default:
+		if pc.deferDecode {
+			l.c.woken.Add(-1)
+		}
 		// rpcx's rule: a Done channel with no room is the caller's bug,
 		// and rpcx says so in the same words.
 		log.Debug("rpc: discarding Call reply due to insufficient Done chan capacity")
@@ -433,7 +441,7 @@ func (l *lane) writeLoop() {
 		case <-l.dead:
 			return
 		}
-		settle.Settle(l.queued, l.batchCap)
+		settle.Settle(l.queued, l.batchCap, l.c.wokenCallers)
 		for {
 			batch = l.take(batch)
 			if len(batch) == 0 {

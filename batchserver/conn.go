@@ -234,7 +234,7 @@ func (c *conn) writeReplies() {
 	for {
 		// Freshly started, this goroutine runs ahead of the call goroutines
 		// of the same frame that are about to reply: let them queue first.
-		settle.Settle(c.queuedReplies, c.p.opts.BatchCap)
+		settle.Settle(c.queuedReplies, c.p.opts.BatchCap, c.p.workers.waiting)
 		c.replyMu.Lock()
 		batch := c.replies
 		credits := c.credits.Swap(0)

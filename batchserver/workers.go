@@ -90,6 +90,10 @@ func (w *workers) pace() {
 	}
 }
 
+// waiting is the number of entries handed to a goroutine that has not yet
+// begun to run them: replies on their way, for settle.Settle.
+func (w *workers) waiting() int { return int(w.unstarted.Load()) }
+
 // run starts t on an idle goroutine, or on a new one.
 func (w *workers) run(t task) {
 	w.unstarted.Add(1)
