@@ -29,6 +29,16 @@ func (c *connCounter) HandleConnClose(net.Conn) bool {
 	return true
 }
 
+// freeAddr returns a loopback address nothing listens on, for a server
+// that is to be started, stopped and started again at the same address.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
 // servePlainAt serves Arith with plain rpcx (no batch plugin) at addr; its
 // connections are counted in cc when it is not nil.
 func servePlainAt(t *testing.T, addr string, cc *connCounter) *server.Server {
@@ -49,10 +59,7 @@ func servePlainAt(t *testing.T, addr string, cc *connCounter) *server.Server {
 // with the plugin, it is asked again and served by lanes, without the
 // client being restarted.
 func TestPlainServerUpgradedToBatch(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 
 	plain := servePlainAt(t, addr, nil)
 	c := newClient(t, batchclient.WithReprobePlain(time.Hour)) // only the broken connection asks again
@@ -80,10 +87,7 @@ func TestPlainServerUpgradedToBatch(t *testing.T) {
 // every ReprobePlain (each time on a connection of its own) and stays on
 // plain rpcx, counted as one fallback.
 func TestPlainServerAskedAgain(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	var cc connCounter
 	servePlainAt(t, addr, &cc)
 	c := newClient(t, batchclient.WithReprobePlain(20*time.Millisecond))
@@ -106,10 +110,7 @@ func TestPlainServerAskedAgain(t *testing.T) {
 // served by lanes, the client's plain connection to it is closed
 // ReprobePlain later; only the lanes stay open.
 func TestPlainConnectionClosedAfterUpgrade(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	plain := servePlainAt(t, addr, nil)
 	c := newClient(t, batchclient.WithReprobePlain(300*time.Millisecond))
 	var r testsvc.Reply
@@ -121,7 +122,7 @@ func TestPlainConnectionClosedAfterUpgrade(t *testing.T) {
 	s := server.NewServer()
 	s.Plugins.Add(&cc)
 	require.NoError(t, s.RegisterName("Arith", new(testsvc.Arith), ""))
-	_, err = batchserver.New(s)
+	_, err := batchserver.New(s)
 	require.NoError(t, err)
 	go s.Serve("tcp", addr)
 	t.Cleanup(func() { s.Close() })
@@ -141,10 +142,7 @@ func TestPlainConnectionClosedAfterUpgrade(t *testing.T) {
 // (no more handshakes every ReprobePlain) and closes its plain connection.
 // A later call starts afresh.
 func TestUnusedPlainServerForgotten(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	var cc connCounter
 	servePlainAt(t, addr, &cc)
 	c := newClient(t, batchclient.WithReprobePlain(30*time.Millisecond), batchclient.WithForgetDown(150*time.Millisecond))
