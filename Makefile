@@ -1,7 +1,7 @@
 # rpcxbatch make targets. `make test` is what CI runs.
 GO ?= go
 # Packages whose goroutines share state: always run under the race detector.
-RACE_DIRS = codec batchserver batchclient group selector plugin
+RACE_DIRS = codec batchserver batchclient group selector plugin internal/fastcodec
 RACE_PKGS = $(foreach d,$(RACE_DIRS),$(if $(wildcard $(d)/*.go),./$(d)/...))
 
 .PHONY: test vet race unit bench example group-example cluster-example fuzz fuzz-long soak perf perf-quick fmt-check

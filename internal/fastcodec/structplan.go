@@ -138,7 +138,7 @@ func fieldName(f reflect.StructField) (name string, encoded, ok bool) {
 	return tag, true, true
 }
 
-// compileStruct returns a plan for struct type t at base offset, or nil
+// compileStruct returns a plan for struct type t, or nil
 // when t has a field the plan does not handle exactly as the library.
 func compileStruct(t reflect.Type, depth int) *structPlan {
 	if depth > maxPlanDepth || hasOwnCodec(t) {

@@ -6,11 +6,13 @@ import (
 	"math/rand"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/smallnest/rpcx/protocol"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -412,4 +414,31 @@ func TestPlanSkipsUnknownFields(t *testing.T) {
 	require.Equal(t, 5, got.I)
 	require.Equal(t, "kept", got.S)
 	requireDecodesAsLibrary[leaves](t, b)
+}
+
+// Goroutines meeting a type for the first time together each get the
+// library's bytes and values (run under the race detector by make test).
+func TestPlanFirstUseConcurrently(t *testing.T) {
+	type fresh struct {
+		A int
+		S string
+		N struct{ X float32 }
+	}
+	want, err := msgpack.Marshal(&fresh{A: 1, S: "s", N: struct{ X float32 }{2.5}})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				got, err := Encode(protocol.MsgPack, &fresh{A: 1, S: "s", N: struct{ X float32 }{2.5}})
+				assert.NoError(t, err)
+				assert.Equal(t, want, got)
+				var v fresh
+				assert.NoError(t, Decode(protocol.MsgPack, want, &v))
+				assert.Equal(t, fresh{A: 1, S: "s", N: struct{ X float32 }{2.5}}, v)
+			}
+		})
+	}
+	wg.Wait()
+	require.NotNil(t, planFor(reflect.TypeFor[*fresh]()))
 }
