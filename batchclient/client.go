@@ -32,7 +32,8 @@ type Client struct {
 	// who have not yet run to take it. Most will make their next call when
 	// they do, so lane writers let them run before taking the queue (see
 	// settle.Settle): frames then carry the calls of a whole reply frame's
-	// callers instead of the first few.
+	// callers instead of the first few. It spans every peer (a caller may
+	// call any address next); settling stays bounded by settle.MaxYields.
 	woken atomic.Int64
 
 	// live mirrors peers for lock-free lookups on the call path; it is
@@ -41,10 +42,7 @@ type Client struct {
 	mu      sync.Mutex
 	peers   map[string]*peer
 	stopped map[string]*client.Client // plain clients of stopped addresses, made on first use
-	// retiring holds plain clients that no peer uses any more, each closed
-	// by its timer (see retire) or by Close.
-	retiring map[*client.Client]*time.Timer
-	closed   atomic.Bool // set under mu; read without it on the call path
+	closed  atomic.Bool               // set under mu; read without it on the call path
 }
 
 // New returns a Client; it connects to an address on first use or Start.
@@ -54,8 +52,7 @@ func New(opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{opts: o, metrics: newClientMetrics(o.Registry),
-		peers: make(map[string]*peer), stopped: make(map[string]*client.Client),
-		retiring: make(map[*client.Client]*time.Timer)}
+		peers: make(map[string]*peer), stopped: make(map[string]*client.Client)}
 	c.SetAuth(o.Auth)
 	return c, nil
 }
@@ -70,16 +67,25 @@ func (c *Client) authToken() string { return *c.auth.Load() }
 func (c *Client) isClosed() bool { return c.closed.Load() }
 
 // plainClient returns a plain rpcx client to addr, for what has no batch
-// form (SendRaw).
-func (c *Client) plainClient(addr string) (*client.Client, error) {
-	p, err := c.peer(addr)
-	if err != nil {
-		return nil, err
+// form (SendRaw); call done on the result when the call is over.
+func (c *Client) plainClient(addr string) (plainRef, error) {
+	for try := 0; ; try++ {
+		p, err := c.peer(addr)
+		if err != nil {
+			return plainRef{}, err
+		}
+		var pr plainRef
+		if p == nil {
+			pr.pc, err = c.stoppedPlain(addr)
+		} else {
+			p.lastUsed.Store(time.Now().UnixNano())
+			pr, err = p.usePlain()
+		}
+		// errForgotten: the address changed hands while we looked.
+		if !errors.Is(err, errForgotten) || try == 3 {
+			return pr, err
+		}
 	}
-	if p == nil {
-		return c.stoppedPlain(addr)
-	}
-	return p.plain()
 }
 
 // laneConn returns the connection of one lane to addr, or nil.
@@ -196,8 +202,8 @@ func (c *Client) Info(addr string) Info {
 // and later ones with ErrClosed.
 func (c *Client) Close() error {
 	c.mu.Lock()
-	peers, plains, retiring := c.peers, c.stopped, c.retiring
-	c.peers, c.stopped, c.retiring = map[string]*peer{}, map[string]*client.Client{}, map[*client.Client]*time.Timer{}
+	peers, plains := c.peers, c.stopped
+	c.peers, c.stopped = map[string]*peer{}, map[string]*client.Client{}
 	c.closed.Store(true)
 	c.live.Clear()
 	c.mu.Unlock()
@@ -205,10 +211,6 @@ func (c *Client) Close() error {
 		if pc != nil {
 			pc.Close()
 		}
-	}
-	for pc, t := range retiring {
-		t.Stop()
-		pc.Close()
 	}
 	var wg sync.WaitGroup
 	for _, p := range peers {
@@ -222,26 +224,27 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// route finds where an entry for addr goes: a lane, or a plain client.
-func (c *Client) route(ctx context.Context, addr string) (*lane, *client.Client, error) {
+// route finds where an entry for addr goes: a lane, or a plain client
+// (whose done the caller calls when the call is over).
+func (c *Client) route(ctx context.Context, addr string) (*lane, plainRef, error) {
 	key, hasKey := ctx.Value(keyCtx{}).(string)
 	// errForgotten means the address changed hands while we looked (its
 	// peer was forgotten, or it was started again): look again, a few times.
 	for try := 0; ; try++ {
 		p, err := c.peer(addr)
 		if err != nil {
-			return nil, nil, err
+			return nil, plainRef{}, err
 		}
 		var l *lane
-		var pc *client.Client
+		var pr plainRef
 		if p == nil {
 			// Stopped: the plain path until Start.
-			pc, err = c.stoppedPlain(addr)
+			pr.pc, err = c.stoppedPlain(addr)
 		} else {
-			l, pc, err = p.pick(ctx, key, hasKey)
+			l, pr, err = p.pick(ctx, key, hasKey)
 		}
 		if !errors.Is(err, errForgotten) || try == 3 {
-			return l, pc, err
+			return l, pr, err
 		}
 	}
 }
@@ -258,27 +261,6 @@ func (c *Client) forget(p *peer) {
 
 // wokenCallers is woken as settle.Settle reads it.
 func (c *Client) wokenCallers() int { return int(c.woken.Load()) }
-
-// retire closes pc, a plain client no peer uses any more, after d (or at
-// Close, if that comes first): calls still running on it may finish.
-func (c *Client) retire(pc *client.Client, d time.Duration) {
-	c.mu.Lock()
-	if c.closed.Load() {
-		c.mu.Unlock()
-		pc.Close()
-		return
-	}
-	c.retiring[pc] = time.AfterFunc(d, func() {
-		c.mu.Lock()
-		_, ours := c.retiring[pc]
-		delete(c.retiring, pc)
-		c.mu.Unlock()
-		if ours {
-			pc.Close()
-		}
-	})
-	c.mu.Unlock()
-}
 
 // stoppedPlain returns the plain rpcx client of a stopped address,
 // connecting it on first use or after it broke.
@@ -407,6 +389,7 @@ func copyMetadata(ctx context.Context, m map[string]string) map[string]string {
 // sent on done (or on a new buffered channel when done is nil) when it
 // completes. If ctx ends first, the call completes with ctx's error.
 func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any, done chan *client.Call) *client.Call {
+	c.metrics.calls.Inc(1)
 	if done == nil {
 		done = make(chan *client.Call, 10)
 	} else if cap(done) == 0 {
@@ -416,17 +399,21 @@ func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string
 	if m, ok := ctx.Value(reqMetaKey).(map[string]string); ok {
 		call.Metadata = m
 	}
-	l, pc, err := c.route(ctx, addr)
+	l, pr, err := c.route(ctx, addr)
 	if err != nil {
 		call.Error = err
 		call.Done <- call
 		return call
 	}
-	if pc != nil {
-		return pc.Go(ctx, servicePath, serviceMethod, args, reply, done)
+	if pr.pc != nil {
+		go plainGo(ctx, pr, call)
+		return call
 	}
 	pc2 := &pendingCall{call: call}
 	id, _, err := c.submit(ctx, l, codec.KindCall, pc2, false)
+	if errors.Is(err, errFinished) {
+		return call
+	}
 	if err != nil {
 		call.Error = err
 		call.Done <- call
@@ -453,6 +440,10 @@ func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string
 	}
 	return call
 }
+
+// errFinished tells submit's caller that the lane completed the call
+// itself (see lane.fail): its result is on its Done channel.
+var errFinished = errors.New("rpcxbatch: call finished by its lane")
 
 // submit queues one entry on l, encoding its arguments unless deferArgs;
 // for calls it registers call and returns its id. A deferred entry is
@@ -481,10 +472,12 @@ func (c *Client) submit(ctx context.Context, l *lane, kind codec.Kind, pc *pendi
 	// Once queued, e belongs to the lane's writer (a deferred one is shared
 	// with the caller, see entry.argState).
 	if err := l.enqueue(e, ctx.Done(), ctx.Err); err != nil {
-		if kind == codec.KindCall {
-			l.claim(id)
-		}
 		putEntry(e)
+		if kind == codec.KindCall && l.claim(id) == nil {
+			// The lane failed while the entry waited for room, and its
+			// fail has completed the call already (with its cause).
+			return 0, nil, errFinished
+		}
 		return 0, nil, err
 	}
 	if !deferArgs {
@@ -498,12 +491,14 @@ func (c *Client) submit(ctx context.Context, l *lane, kind codec.Kind, pc *pendi
 // returned as rpcx's client.ServiceError, as plain rpcx returns it.
 func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any) error {
 	c.metrics.calls.Inc(1)
-	l, pc, err := c.route(ctx, addr)
+	l, pr, err := c.route(ctx, addr)
 	if err != nil {
 		return err
 	}
-	if pc != nil {
-		return plainCall(ctx, pc, servicePath, serviceMethod, args, reply)
+	if pr.pc != nil {
+		err := plainCall(ctx, pr.pc, servicePath, serviceMethod, args, reply)
+		pr.done()
+		return err
 	}
 	sc := getSyncCall()
 	call := &sc.call
@@ -513,8 +508,17 @@ func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod stri
 	// the collector shrinks while the caller waits and the next call grows
 	// again: with 10,000 callers, a sixth of the CPU).
 	id, e, err := c.submit(ctx, l, codec.KindCall, &sc.pending, true)
+	if errors.Is(err, errFinished) {
+		<-call.Done
+		c.woken.Add(-1)
+		err = call.Error
+		putSyncCall(sc)
+		return err
+	}
 	if err != nil {
-		// Not pooled: a lane that failed meanwhile may have completed it.
+		// Never registered, or claimed back by submit: nothing refers to
+		// it.
+		putSyncCall(sc)
 		return err
 	}
 	select {
@@ -576,6 +580,22 @@ func plainCall(ctx context.Context, pc *client.Client, servicePath, serviceMetho
 	}
 }
 
+// plainGo runs call over the plain rpcx client and completes it, as Go
+// does on lanes: with the reply, or with ctx's error if ctx ends first.
+// It runs on a goroutine of its own, which rpcx ends (a reply, or the
+// connection closing) unless ctx does.
+func plainGo(ctx context.Context, pr plainRef, call *client.Call) {
+	defer pr.done()
+	inner := pr.pc.Go(ctx, call.ServicePath, call.ServiceMethod, call.Args, call.Reply, make(chan *client.Call, 1))
+	select {
+	case <-inner.Done:
+		call.Error, call.ResMetadata = inner.Error, inner.ResMetadata
+	case <-ctx.Done():
+		call.Error = ctx.Err()
+	}
+	deliver(call)
+}
+
 // syncCall is what Call needs per call, pooled: Call owns it from submit
 // until it has received from Done.
 type syncCall struct {
@@ -628,13 +648,16 @@ func decodeReply(fc *fastcodec.Codec, st protocol.SerializeType, raw []byte, rep
 // queue's overflow error); on a plain peer it is an rpcx oneway call.
 func (c *Client) Cast(ctx context.Context, addr, servicePath, serviceMethod string, args any) error {
 	c.metrics.casts.Inc(1)
-	l, pc, err := c.route(ctx, addr)
+	l, pr, err := c.route(ctx, addr)
 	if err != nil {
 		return err
 	}
-	if pc != nil {
-		call := pc.Go(ctx, servicePath, serviceMethod, args, nil, make(chan *client.Call, 1))
-		return call.Error
+	if pr.pc != nil {
+		// An rpcx oneway call completes once it is written: rpcx writes
+		// it on a goroutine of its own, whose outcome this waits for.
+		err := plainCall(ctx, pr.pc, servicePath, serviceMethod, args, nil)
+		pr.done()
+		return err
 	}
 	_, _, err = c.submit(ctx, l, codec.KindCast, &pendingCall{call: &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args}}, false)
 	return err
@@ -647,11 +670,12 @@ func (c *Client) Cast(ctx context.Context, addr, servicePath, serviceMethod stri
 // server has no batch plugin, or when addr was stopped with Stop.
 func (c *Client) Send(ctx context.Context, addr, handler string, payload []byte) error {
 	c.metrics.sends.Inc(1)
-	l, pc, err := c.route(ctx, addr)
+	l, pr, err := c.route(ctx, addr)
 	if err != nil {
 		return err
 	}
-	if pc != nil {
+	if pr.pc != nil {
+		pr.done()
 		if c.Info(addr).Status == NotConnected {
 			return fmt.Errorf("%w: %s was stopped with Stop; Start it to send", ErrNotBatchPeer, addr)
 		}

@@ -215,15 +215,21 @@ func (l *lane) finish(pc *pendingCall, err error) {
 		// before it can be, so the count never goes below zero.
 		l.c.woken.Add(1)
 	}
+	if !deliver(call) && pc.deferDecode {
+		l.c.woken.Add(-1)
+	}
+}
+
+// deliver sends a completed call on its Done channel and reports whether
+// it had room. rpcx's rule: a Done channel with no room is the caller's
+// bug, and rpcx says so in the same words.
+func deliver(call *client.Call) bool {
 	select {
 	case call.Done <- call:
+		return true
 	default:
-		if pc.deferDecode {
-			l.c.woken.Add(-1)
-		}
-		// rpcx's rule: a Done channel with no room is the caller's bug,
-		// and rpcx says so in the same words.
 		log.Debug("rpc: discarding Call reply due to insufficient Done chan capacity")
+		return false
 	}
 }
 

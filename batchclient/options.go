@@ -72,9 +72,9 @@ type Options struct {
 	// for it before the client stops reconnecting and forgets it (Info then
 	// says NotConnected), so servers that left a discovery for good are not
 	// redialled forever. The next call starts afresh. A server without
-	// the batch plugin that no call has used for ForgetDown is forgotten
-	// too, at its next ReprobePlain, and its plain connection closed
-	// ReprobePlain later. Default 1 minute.
+	// the batch plugin is forgotten too, and its plain connection closed,
+	// when at its next ReprobePlain no call has started on it for
+	// ForgetDown and none is still running. Default 1 minute.
 	ForgetDown time.Duration
 	// ReprobePlain is how often a server found to have no batch plugin is
 	// asked again, in the background, while its calls go over plain rpcx: a

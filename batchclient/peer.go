@@ -96,6 +96,9 @@ type peer struct {
 	view        atomic.Pointer[peerView]
 	plainClient *client.Client
 	plainMu     sync.Mutex
+	// plainInUse counts calls running on plainClient: taken under plainMu
+	// (usePlain), given back by plainRef.done.
+	plainInUse atomic.Int64
 
 	// key is the address as the client's table knows it.
 	key string
@@ -160,11 +163,10 @@ func (p *peer) run() {
 				p.setState(stateStopped, nil, ErrStopped)
 				return
 			}
-			if p.unused(time.Time{}) {
+			if p.unused(time.Time{}) && p.forgetPlain() {
 				// A plain server no call has used for ForgetDown: most
-				// likely one a discovery dropped. Stop asking it again;
+				// likely one a discovery dropped. It is asked no more;
 				// a later call starts afresh.
-				p.forgetPlain()
 				return
 			}
 			continue
@@ -351,9 +353,9 @@ func handshake(conn net.Conn, auth string, maxBytes int) (codec.Handshake, error
 	}
 }
 
-// pick returns a lane for the call, or nil with the plain client when the
-// peer is plain, waiting while the pool is being (re)built.
-func (p *peer) pick(ctx context.Context, key string, hasKey bool) (*lane, *client.Client, error) {
+// pick returns a lane for the call, or the plain client (in use until its
+// done) when the peer is plain, waiting while the pool is being (re)built.
+func (p *peer) pick(ctx context.Context, key string, hasKey bool) (*lane, plainRef, error) {
 	for {
 		v := p.view.Load()
 		lanes, err := v.lanes, v.err
@@ -365,11 +367,11 @@ func (p *peer) pick(ctx context.Context, key string, hasKey bool) (*lane, *clien
 			} else {
 				i = p.c.rr.Add(1)
 			}
-			return lanes[i%uint64(len(lanes))], nil, nil
+			return lanes[i%uint64(len(lanes))], plainRef{}, nil
 		case statePlain:
 			p.lastUsed.Store(time.Now().UnixNano())
-			pc, err := p.plain()
-			return nil, pc, err
+			pr, err := p.usePlain()
+			return nil, pr, err
 		case stateDown:
 			p.lastUsed.Store(time.Now().UnixNano())
 			p.c.metrics.errDown.Inc(1)
@@ -377,19 +379,19 @@ func (p *peer) pick(ctx context.Context, key string, hasKey bool) (*lane, *clien
 			if errors.As(err, &se) {
 				// The server answered and refused (its AuthFunc): the
 				// caller gets the refusal as plain rpcx would give it.
-				return nil, nil, err
+				return nil, plainRef{}, err
 			}
-			return nil, nil, fmt.Errorf("%w: %s: %w", ErrPeerDown, p.addr, err)
+			return nil, plainRef{}, fmt.Errorf("%w: %s: %w", ErrPeerDown, p.addr, err)
 		case stateStopped:
-			return nil, nil, ErrStopped
+			return nil, plainRef{}, ErrStopped
 		case stateForgotten:
-			return nil, nil, errForgotten
+			return nil, plainRef{}, errForgotten
 		}
 		p.lastUsed.Store(time.Now().UnixNano())
 		select {
 		case <-v.changed:
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return nil, plainRef{}, ctx.Err()
 		}
 	}
 }
@@ -409,16 +411,31 @@ func (p *peer) waitReprobe() bool {
 	return true
 }
 
-// plain returns the peer's plain rpcx client, connecting it when needed.
-func (p *peer) plain() (*client.Client, error) {
+// plainRef is a plain rpcx client in use by one call; done ends the use.
+// A plain client of a stopped address (Client.stoppedPlain) has no peer.
+type plainRef struct {
+	pc *client.Client
+	p  *peer
+}
+
+func (r plainRef) done() {
+	if r.p != nil {
+		r.p.plainInUse.Add(-1)
+	}
+}
+
+// usePlain returns the peer's plain rpcx client, connecting it when needed,
+// in use (see plainInUse) until the caller's done.
+func (p *peer) usePlain() (plainRef, error) {
 	p.plainMu.Lock()
 	defer p.plainMu.Unlock()
 	if p.view.Load().state == stateForgotten {
 		// forgetPlain has taken the client away: route looks again.
-		return nil, errForgotten
+		return plainRef{}, errForgotten
 	}
 	if p.plainClient != nil && !p.plainClient.IsShutdown() && !p.plainClient.IsClosing() {
-		return p.plainClient, nil
+		p.plainInUse.Add(1)
+		return plainRef{p.plainClient, p}, nil
 	}
 	if p.plainClient != nil {
 		// The plain connection broke, most often because the server
@@ -430,10 +447,11 @@ func (p *peer) plain() (*client.Client, error) {
 	}
 	pc := client.NewClient(p.c.opts.RPCX)
 	if err := pc.Connect(p.network, p.addr); err != nil {
-		return nil, err
+		return plainRef{}, err
 	}
 	p.plainClient = pc
-	return pc, nil
+	p.plainInUse.Add(1)
+	return plainRef{pc, p}, nil
 }
 
 // shutdown stops the manager, waits for it, and closes the plain client.
@@ -447,21 +465,24 @@ func (p *peer) shutdown() {
 	p.closePlain()
 }
 
-// forgetPlain takes an unused plain peer out of the client's table. Its
-// plain client is retired: closed ReprobePlain later, for a call that may
-// still be running on it.
-func (p *peer) forgetPlain() {
-	p.c.forget(p)
-	// Forgotten first, then the client taken away under plainMu: plain
-	// then hands out no new client to a caller that saw the plain view.
-	p.setState(stateForgotten, nil, nil)
+// forgetPlain takes an unused plain peer out of the client's table and
+// closes its plain client, unless a call is running on it (a long one,
+// started before ForgetDown): then it reports false, and the peer stays.
+func (p *peer) forgetPlain() bool {
+	// Under plainMu, which usePlain holds to hand the client out: no call
+	// starts on it once it is found unused.
 	p.plainMu.Lock()
-	pc := p.plainClient
-	p.plainClient = nil
-	p.plainMu.Unlock()
-	if pc != nil {
-		p.c.retire(pc, p.c.opts.ReprobePlain)
+	defer p.plainMu.Unlock()
+	if p.plainInUse.Load() > 0 {
+		return false
 	}
+	p.c.forget(p)
+	p.setState(stateForgotten, nil, nil)
+	if p.plainClient != nil {
+		p.plainClient.Close()
+		p.plainClient = nil
+	}
+	return true
 }
 
 // currentPlain is the peer's plain client, if it has one.

@@ -6,9 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/protocol"
 	"github.com/smallnest/rpcx/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
@@ -165,4 +168,53 @@ func TestUnusedPlainServerForgotten(t *testing.T) {
 	require.NoError(t, c.Call(ctxT(t, 5*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: 3, B: 4}, &r))
 	assert.Equal(t, 12, r.C)
 	assert.True(t, c.Info(addr).Plain)
+}
+
+// TestLongPlainCallOutlivesForgetDown: a call still running on a plain
+// server's connection keeps the server known, however long it runs; only
+// an idle plain server is forgotten.
+func TestLongPlainCallOutlivesForgetDown(t *testing.T) {
+	addr := freeAddr(t)
+	servePlainAt(t, addr, nil)
+	c := newClient(t, batchclient.WithReprobePlain(30*time.Millisecond), batchclient.WithForgetDown(60*time.Millisecond))
+	var r testsvc.Reply
+	require.NoError(t, c.Call(ctxT(t, 5*time.Second), addr, "Arith", "Sleep", &testsvc.Args{A: 600, B: 7}, &r))
+	assert.Equal(t, 7, r.C)
+	done := make(chan *client.Call, 1)
+	call := <-c.Go(ctxT(t, 5*time.Second), addr, "Arith", "Sleep", &testsvc.Args{A: 400, B: 8}, &r, done).Done
+	require.NoError(t, call.Error)
+	assert.Equal(t, 8, r.C)
+	require.Eventually(t, func() bool { return c.Info(addr).Status == batchclient.NotConnected }, 5*time.Second, 10*time.Millisecond)
+}
+
+// TestSendRawKeepsPlainServerKnown: XClient.SendRaw goes over the plain
+// client, and counts as use like any call: a plain server used only
+// through it stays known, and a long SendRaw is not cut off.
+func TestSendRawKeepsPlainServerKnown(t *testing.T) {
+	addr := freeAddr(t)
+	servePlainAt(t, addr, nil)
+	bc := newClient(t, batchclient.WithReprobePlain(30*time.Millisecond), batchclient.WithForgetDown(100*time.Millisecond))
+	d, err := client.NewPeer2PeerDiscovery("tcp@"+addr, "")
+	require.NoError(t, err)
+	xc := batchclient.NewXClientWith(bc, "Arith", client.Failfast, client.RandomSelect, d, client.DefaultOption)
+	t.Cleanup(func() { xc.Close() })
+	var seq atomic.Uint64
+	raw := func(method string, args *testsvc.Args) error {
+		m := protocol.NewMessage()
+		m.SetMessageType(protocol.Request)
+		m.SetSerializeType(protocol.MsgPack)
+		m.ServicePath, m.ServiceMethod = "Arith", method
+		m.Payload, _ = msgpack.Marshal(args)
+		m.SetSeq(seq.Add(1))
+		_, _, err := xc.SendRaw(ctxT(t, 5*time.Second), m)
+		return err
+	}
+	require.NoError(t, raw("Mul", &testsvc.Args{A: 2, B: 3}))
+	require.Eventually(t, func() bool { return bc.Info(addr).Plain }, 5*time.Second, time.Millisecond)
+	for range 30 {
+		require.NoError(t, raw("Mul", &testsvc.Args{A: 2, B: 3}))
+		require.True(t, bc.Info(addr).Plain)
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.NoError(t, raw("Sleep", &testsvc.Args{A: 400, B: 1}), "a long SendRaw")
 }

@@ -173,11 +173,12 @@ func (r *rpcClient) Call(ctx context.Context, servicePath, serviceMethod string,
 
 // SendRaw has no batch form; it goes over the address's plain rpcx client.
 func (r *rpcClient) SendRaw(ctx context.Context, m *protocol.Message) (map[string]string, []byte, error) {
-	pc, err := r.bc.plainClient(r.addr)
+	pr, err := r.bc.plainClient(r.addr)
 	if err != nil {
 		return nil, nil, err
 	}
-	return pc.SendRaw(ctx, m)
+	defer pr.done()
+	return pr.pc.SendRaw(ctx, m)
 }
 
 func (r *rpcClient) Close() error {

@@ -90,8 +90,9 @@ func (w *workers) pace() {
 	}
 }
 
-// waiting is the number of entries handed to a goroutine that has not yet
-// begun to run them: replies on their way, for settle.Settle.
+// waiting is the number of entries (calls and casts, of every connection)
+// handed to a goroutine that has not yet begun to run them: for
+// settle.Settle, replies that may be on their way.
 func (w *workers) waiting() int { return int(w.unstarted.Load()) }
 
 // run starts t on an idle goroutine, or on a new one.
