@@ -308,7 +308,7 @@ func (c *Client) newEntry(ctx context.Context, kind codec.Kind, path, method str
 		b, _ := args.([]byte)
 		e.buf = append(e.buf[:0], b...)
 	} else {
-		e.buf, err = encodeArgs(e.buf[:0], c.opts.SerializeType, args)
+		e.buf, err = encodeArgs(nil, e.buf[:0], c.opts.SerializeType, args)
 	}
 	if err != nil {
 		putEntry(e)
@@ -329,16 +329,20 @@ func (c *Client) newEntry(ctx context.Context, kind codec.Kind, path, method str
 	return e, nil
 }
 
-// encodeArgs encodes args after dst on the caller's goroutine (Go, Cast).
-// A codec error or panic becomes ErrEncode, returned to that caller alone,
-// as the lane's writer returns it for Call.
-func encodeArgs(dst []byte, st protocol.SerializeType, args any) (out []byte, err error) {
+// encodeArgs encodes args after dst: on the caller's goroutine for Go and
+// Cast (with a nil fc), on the lane's writer for Call. A codec error or
+// panic becomes ErrEncode, which fails that call alone.
+func encodeArgs(fc *fastcodec.Codec, dst []byte, st protocol.SerializeType, args any) (out []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			out, err = dst, fmt.Errorf("%w: encoding the arguments panicked: %v", ErrEncode, r)
 		}
 	}()
-	out, err = fastcodec.Append(dst, st, args)
+	if fc != nil {
+		out, err = fc.Append(dst, st, args)
+	} else {
+		out, err = fastcodec.Append(dst, st, args)
+	}
 	if err != nil && !errors.Is(err, fastcodec.ErrNoCodec) {
 		err = fmt.Errorf("%w: %w", ErrEncode, err)
 	}

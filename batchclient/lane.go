@@ -486,7 +486,7 @@ func (l *lane) encodeDeferred(batch []*entry, fc *fastcodec.Codec) []*entry {
 			dropped++ // withdrawn: the call is over, and e is its caller's
 			continue
 		}
-		err := l.encodeArgs(e, fc)
+		err := l.encodeDeferredArgs(e, fc)
 		if err == nil {
 			e.argState.Store(argsEncoded)
 			kept = append(kept, e)
@@ -507,17 +507,11 @@ func (l *lane) encodeDeferred(batch []*entry, fc *fastcodec.Codec) []*entry {
 	return kept
 }
 
-// encodeArgs encodes a deferred entry's arguments as its payload. A codec
-// that panics fails only this call.
-func (l *lane) encodeArgs(e *entry, fc *fastcodec.Codec) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: encoding the arguments panicked: %v", ErrEncode, r)
-		}
-	}()
-	payload, err := fc.Append(e.buf[:0], l.c.opts.SerializeType, e.args)
+// encodeDeferredArgs encodes a deferred entry's arguments as its payload.
+func (l *lane) encodeDeferredArgs(e *entry, fc *fastcodec.Codec) error {
+	payload, err := encodeArgs(fc, e.buf[:0], l.c.opts.SerializeType, e.args)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrEncode, err)
+		return err
 	}
 	e.args = nil
 	e.buf, e.Payload = payload, payload

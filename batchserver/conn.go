@@ -172,12 +172,12 @@ func (c *conn) run(entries []codec.Entry, arrived time.Time) {
 	for i := range entries {
 		e := &entries[i]
 		switch e.Kind {
-		case codec.KindCall:
-			c.p.metrics.calls.Inc(1)
-			c.p.workers.pace()
-			c.p.workers.run(task{c: c, e: e, arrived: arrived})
-		case codec.KindCast:
-			c.p.metrics.casts.Inc(1)
+		case codec.KindCall, codec.KindCast:
+			if e.Kind == codec.KindCall {
+				c.p.metrics.calls.Inc(1)
+			} else {
+				c.p.metrics.casts.Inc(1)
+			}
 			c.p.workers.pace()
 			c.p.workers.run(task{c: c, e: e, arrived: arrived})
 		case codec.KindSend:

@@ -75,12 +75,20 @@ func (p *Plugin) guarded(ctx *share.Context, e *codec.Entry, dst []byte, fc *fas
 	return p.execute(ctx, e, dst, fc)
 }
 
-func (p *Plugin) execute(ctx *share.Context, e *codec.Entry, dst []byte, fc *fastcodec.Codec) (payload []byte, err error) {
-	// An entry whose caller had no time left when the frame was written.
-	// (The entry starts as soon as its frame is read, so the deadline, set
-	// from the time it arrived, cannot have passed since.)
+// deadlinePassed reports, and counts, an entry whose caller had no time
+// left when its frame was written. (An entry starts as soon as its frame
+// is read, so the deadline, set from the time it arrived, cannot have
+// passed since.)
+func (p *Plugin) deadlinePassed(e *codec.Entry) bool {
 	if e.TimeoutMicros < 0 {
 		p.metrics.errDeadline.Inc(1)
+		return true
+	}
+	return false
+}
+
+func (p *Plugin) execute(ctx *share.Context, e *codec.Entry, dst []byte, fc *fastcodec.Codec) (payload []byte, err error) {
+	if p.deadlinePassed(e) {
 		return nil, ErrDeadlinePassed
 	}
 	if err := p.auth(ctx, e); err != nil {
@@ -188,8 +196,7 @@ func (p *Plugin) runSend(c *conn, e *codec.Entry, arrived time.Time) {
 			logf("rpcxbatch: send handler %q panicked: %v", e.ServicePath, r)
 		}
 	}()
-	if e.TimeoutMicros < 0 {
-		p.metrics.errDeadline.Inc(1)
+	if p.deadlinePassed(e) {
 		return
 	}
 	if err := p.auth(ctx, e); err != nil {

@@ -140,6 +140,14 @@ func TestPlanNil(t *testing.T) {
 	v := &nested{Name: "x", Last: 3}
 	require.NoError(t, Decode(protocol.MsgPack, []byte{0xc0}, v))
 	require.Equal(t, nested{}, *v)
+
+	// Untyped nil is the library's too: msgpack nil, and its error when
+	// decoding into it.
+	want, wantErr := msgpack.Marshal(nil)
+	got, err := Encode(protocol.MsgPack, nil)
+	require.Equal(t, wantErr, err)
+	require.Equal(t, want, got)
+	require.EqualError(t, Decode(protocol.MsgPack, []byte{0xc0}, nil), msgpack.Unmarshal([]byte{0xc0}, nil).Error())
 }
 
 // Bytes written for one type and read into another, or damaged, decode
@@ -384,16 +392,6 @@ func TestPlanCheckLeavesLibraryCache(t *testing.T) {
 	require.Equal(t, append([]byte{0xa6}, "custom"...), b)
 }
 
-// Nil values are the library's: nil encodes as msgpack nil, and decoding
-// into nil is its error.
-func TestNilValues(t *testing.T) {
-	want, wantErr := msgpack.Marshal(nil)
-	got, err := Encode(protocol.MsgPack, nil)
-	require.Equal(t, wantErr, err)
-	require.Equal(t, want, got)
-	require.EqualError(t, Decode(protocol.MsgPack, []byte{0xc0}, nil), msgpack.Unmarshal([]byte{0xc0}, nil).Error())
-}
-
 // A field the type does not have (a peer on a newer version of it) is
 // skipped by the plan itself, values of every msgpack type.
 func TestPlanSkipsUnknownFields(t *testing.T) {
@@ -441,4 +439,40 @@ func TestPlanFirstUseConcurrently(t *testing.T) {
 	}
 	wg.Wait()
 	require.NotNil(t, planFor(reflect.TypeFor[*fresh]()))
+}
+
+// versionOne and versionTwo are one type before and after a field was
+// added: a peer on the newer version sends a field the older one lacks.
+type versionOne struct {
+	A, B, C, D, E, F, G, H int
+	S, T                   string
+}
+
+type versionTwo struct {
+	A, B, C, D, E, F, G, H int
+	S, T                   string
+	Extra                  int
+}
+
+// BenchmarkDecodeUnknownField decodes a versionTwo into a versionOne with
+// the plan (which skips the extra field itself) and with the library.
+func BenchmarkDecodeUnknownField(b *testing.B) {
+	data, err := msgpack.Marshal(&versionTwo{A: 1, S: "hello", T: "world", Extra: 5})
+	require.NoError(b, err)
+	b.Run("plan", func(b *testing.B) {
+		var v versionOne
+		for b.Loop() {
+			if err := Decode(protocol.MsgPack, data, &v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("library", func(b *testing.B) {
+		var v versionOne
+		for b.Loop() {
+			if err := msgpack.Unmarshal(data, &v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
