@@ -540,6 +540,7 @@ func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod stri
 	}
 	c.woken.Add(-1)
 	err = c.callResult(ctx, sc, reply)
+	copyResMetadata(ctx, call.ResMetadata, l.conn)
 	// Before returning: the writer must be done with args.
 	e.withdraw()
 	// Whoever completed the call claimed it first, so nothing refers to it.
@@ -578,6 +579,7 @@ func plainCall(ctx context.Context, pc *client.Client, servicePath, serviceMetho
 	call := pc.Go(ctx, servicePath, serviceMethod, args, reply, make(chan *client.Call, 1))
 	select {
 	case <-call.Done:
+		copyResMetadata(ctx, call.ResMetadata, pc.Conn)
 		return call.Error
 	case <-ctx.Done():
 		return ctx.Err()

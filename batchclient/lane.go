@@ -715,6 +715,7 @@ func (l *lane) complete(rp *codec.Reply, pc *pendingCall, fc *fastcodec.Codec) {
 	switch {
 	case rp.Status == codec.StatusError:
 		err = serviceError(rp.Error)
+		call.ResMetadata = withServiceError(rp.Metadata, rp.Error)
 	case pc.deferDecode && len(rp.Payload) > maxReaderDecode:
 		pc.raw = append(pc.raw[:0], rp.Payload...)
 		pc.undecoded = true

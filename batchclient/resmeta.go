@@ -1,0 +1,53 @@
+package batchclient
+
+import (
+	"context"
+	"net"
+
+	"github.com/smallnest/rpcx/protocol"
+	"github.com/smallnest/rpcx/share"
+)
+
+// resMetaKey is rpcx's response-metadata key as an interface value, made
+// once (see reqMetaKey).
+var resMetaKey any = share.ResMetaDataKey
+
+// copyResMetadata does with a completed call's response metadata what rpcx
+// v1.9.4's Client.Call does: when ctx holds a map at share.ResMetaDataKey
+// and the reply carried metadata, every key is copied into the map and
+// share.ServerAddress is set to the server's address as the connection
+// sees it (conn.RemoteAddr). The map is written under the share.Context's
+// lock when ctx is one, as rpcx does. A reply without metadata leaves the
+// map alone. Off the common path, as copyMetadata.
+//
+//go:noinline
+func copyResMetadata(ctx context.Context, res map[string]string, conn net.Conn) {
+	if len(res) == 0 || conn == nil {
+		return
+	}
+	m, ok := ctx.Value(resMetaKey).(map[string]string)
+	if !ok || m == nil {
+		return
+	}
+	if sc, ok := ctx.(*share.Context); ok {
+		sc.Lock()
+		defer sc.Unlock()
+	}
+	for k, v := range res {
+		m[k] = v
+	}
+	m[share.ServerAddress] = conn.RemoteAddr().String()
+}
+
+// withServiceError is the response metadata rpcx's client sees for a
+// failed call: the server's metadata plus the error text under
+// protocol.ServiceError, which rpcx's server puts there before the
+// handler's keys (so the error wins over a handler key of that name).
+// md is the reply's own map (decoded for this reply alone), or nil.
+func withServiceError(md map[string]string, text string) map[string]string {
+	if md == nil {
+		md = make(map[string]string, 1)
+	}
+	md[protocol.ServiceError] = text
+	return md
+}
