@@ -35,6 +35,44 @@ type spec struct {
 	newReply func() any // a fresh reply pointer; nil for casts
 	cfg      callConfig
 	nodes    []string
+	// own is the call's copy of args, made by own() before args are handed
+	// to anything that may read them after the operation returned.
+	own *argsCopy
+}
+
+// takeArgs makes the call's own copy of args, once, on the caller's
+// goroutine. Everything handed to a remote node, and to a local node on a
+// goroutine of its own, is read from the copy: the caller may reuse args
+// as soon as the operation returns. The error wraps ErrEncode.
+func (s *spec) takeArgs() error {
+	if s.own != nil {
+		return nil
+	}
+	a, err := copyArgs(serializeTypeOf(s.g.caller), s.args)
+	if err != nil {
+		return fmt.Errorf("group: %s %s.%s: %w", s.policy, s.service, s.method, err)
+	}
+	s.own = a
+	return nil
+}
+
+// argsFor returns the arguments to hand to node from the call's copy (see
+// takeArgs): the shared copy for a remote node, a fresh one for the local
+// node, whose handler may change its arguments.
+func (s *spec) argsFor(node string) (any, error) {
+	if s.g.isLocal(node) {
+		a, err := s.own.fresh()
+		if err != nil {
+			return nil, fmt.Errorf("group: %s %s.%s: %w", s.policy, s.service, s.method, err)
+		}
+		return a, nil
+	}
+	return s.own.shared, nil
+}
+
+// closedErr is the error of an operation on a closed group.
+func (s *spec) closedErr() error {
+	return fmt.Errorf("group: %s %s.%s: %w", s.policy, s.service, s.method, ErrClosed)
 }
 
 func (g *Group) newSpec(policy, service, method string, args any, newReply func() any, opts []CallOption) *spec {
@@ -50,8 +88,8 @@ func (g *Group) newSpec(policy, service, method string, args any, newReply func(
 	return s
 }
 
-// call runs the call on one node and waits for its answer.
-func (s *spec) call(ctx context.Context, node string) outcome {
+// call runs the call with args on one node and waits for its answer.
+func (s *spec) call(ctx context.Context, node string, args any) outcome {
 	if s.cfg.nodeTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.nodeTimeout)
@@ -59,12 +97,12 @@ func (s *spec) call(ctx context.Context, node string) outcome {
 	}
 	reply := s.newReply()
 	if s.g.isLocal(node) {
-		if err := s.g.local.call(ctx, s.service, s.method, s.args, reply); err != nil {
+		if err := s.g.local.call(ctx, s.service, s.method, args, reply); err != nil {
 			return outcome{node: node, err: rejection(node, err)}
 		}
 		return outcome{node: node, reply: reply}
 	}
-	if err := s.g.caller.Call(ctx, node, s.service, s.method, s.args, reply); err != nil {
+	if err := s.g.caller.Call(ctx, node, s.service, s.method, args, reply); err != nil {
 		return outcome{node: node, err: s.remoteError(ctx, node, err)}
 	}
 	return outcome{node: node, reply: reply}
@@ -106,30 +144,44 @@ type fanIn struct {
 }
 
 // fanOut starts the call on every node and returns the fan-in its
-// outcomes arrive on. Remote calls are started with the caller's Go when it
-// has one and no NodeTimeout applies (no goroutine), in a goroutine each
-// otherwise; local calls run in a goroutine each. The channel has room for
-// every outcome, so nothing ever waits for a reader: each call ends on its
-// own, whether or not anyone still listens.
+// outcomes arrive on; takeArgs must have run. Remote calls are started with
+// the caller's Go when it has one and no NodeTimeout applies (no
+// goroutine), in a goroutine each otherwise; local calls run in a
+// goroutine each. Those goroutines belong to the group (Close ends and
+// joins them). The channel has room for every outcome, so nothing ever
+// waits for a reader: each call ends on its own, whether or not anyone
+// still listens.
 func (s *spec) fanOut(ctx context.Context, nodes []string) *fanIn {
 	f := &fanIn{s: s, ctx: ctx, done: make(chan *client.Call, len(nodes)), nodes: make(map[*client.Call]string, len(nodes))}
 	gc, hasGo := s.g.caller.(goCaller)
 	for _, n := range nodes {
 		if hasGo && s.cfg.nodeTimeout == 0 && !s.g.isLocal(n) {
-			call := gc.Go(ctx, n, s.service, s.method, s.args, s.newReply(), f.done)
+			call := gc.Go(ctx, n, s.service, s.method, s.own.shared, s.newReply(), f.done)
 			f.nodes[call] = n
 			continue
 		}
 		call := &client.Call{Done: f.done}
 		f.nodes[call] = n
-		go func() {
-			o := s.call(ctx, n)
+		args, err := s.argsFor(n)
+		if err != nil {
+			call.Error = &NodeError{Node: n, Err: err, kind: ErrUnreachable}
+			call.Done <- call
+			continue
+		}
+		started := s.g.goOwned(func() {
+			nctx, stop := s.g.nodeContext(ctx)
+			defer stop()
+			o := s.call(nctx, n, args)
 			call.Reply = o.reply
 			if o.err != nil {
 				call.Error = o.err
 			}
 			call.Done <- call
-		}()
+		})
+		if !started {
+			call.Error = &NodeError{Node: n, Err: s.closedErr(), kind: ErrUnreachable}
+			call.Done <- call
+		}
 	}
 	return f
 }
@@ -153,25 +205,32 @@ func (f *fanIn) next() (outcome, bool) {
 	}
 }
 
-// cast runs the call on node without a reply, returning at once. The cast
-// gets ctx's values and deadline but not its cancellation, so a caller that
-// cancels its context right after returning does not drop casts that were
-// still being queued. Its goroutine ends when the cast is queued (or fails
-// to be), or, for the local node, when the handler returns.
-func (s *spec) cast(ctx context.Context, node string) {
-	cctx := context.WithoutCancel(ctx)
-	var cancel context.CancelFunc = func() {}
-	if d, ok := ctx.Deadline(); ok {
-		cctx, cancel = context.WithDeadline(cctx, d)
+// cast runs the call on node without a reply, returning at once;
+// takeArgs must have run. The cast gets ctx's values and deadline but not
+// its cancellation, so a caller that cancels its context right after
+// returning does not drop casts that were still being queued. It runs on
+// a goroutine of the group, which ends when the cast is queued (or fails
+// to be), or, for the local node, when the handler returns; Close ends
+// its context and waits for it. The error is the copy's (ErrEncode) or
+// ErrClosed; what happens to the cast later is not reported.
+func (s *spec) cast(ctx context.Context, node string) error {
+	args, err := s.argsFor(node)
+	if err != nil {
+		return err
 	}
-	go func() {
-		defer cancel()
+	started := s.g.goOwned(func() {
+		cctx, stop := s.g.castContext(ctx)
+		defer stop()
 		if s.g.isLocal(node) {
-			_ = s.g.local.call(cctx, s.service, s.method, s.args, nil)
+			_ = s.g.local.call(cctx, s.service, s.method, args, nil)
 			return
 		}
-		_ = s.g.caller.Cast(cctx, node, s.service, s.method, s.args)
-	}()
+		_ = s.g.caller.Cast(cctx, node, s.service, s.method, args)
+	})
+	if !started {
+		return s.closedErr()
+	}
+	return nil
 }
 
 // counts reports whether an outcome's error is reported under the call's

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/protocol"
 
 	"github.com/rpcxbatch/rpcxbatch/selector"
 )
@@ -12,6 +13,10 @@ import (
 // Caller is the transport a Group calls remote nodes through, by address.
 // *batchclient.Client satisfies it (lanes to batch servers, plain rpcx to
 // the others, so one list may mix both); PlainCaller is the plain-rpcx one.
+// The Group hands it arguments the Group owns (see Group), so a Caller may
+// read them after Call or Cast returned. A Caller that also has a method
+// SerializeType() protocol.SerializeType tells the Group which rpcx codec
+// to copy arguments with; without it the Group uses msgpack.
 type Caller interface {
 	// Call runs service.method at addr and waits for its reply. A
 	// server-side error must come back as an rpcx client.ServiceError;
@@ -123,15 +128,30 @@ func (p *PlainCaller) Go(ctx context.Context, addr, service, method string, args
 	return c.Go(ctx, service, method, args, reply, done)
 }
 
-// Cast sends service.method to addr as an rpcx oneway call.
+// Cast sends service.method to addr as an rpcx oneway call and returns
+// once rpcx has written it (rpcx completes a oneway call then), or with
+// its error: the arguments could not be encoded, the connection failed.
+// If ctx ends first it returns ctx's error, and rpcx may still be
+// encoding args.
 func (p *PlainCaller) Cast(ctx context.Context, addr, service, method string, args any) error {
 	c, err := p.conn(addr)
 	if err != nil {
 		return err
 	}
+	// rpcx's sender sets the call's error before it completes the call:
+	// read it only after Done.
 	call := c.Go(ctx, service, method, args, nil, make(chan *client.Call, 1))
-	return call.Error
+	select {
+	case <-call.Done:
+		return call.Error
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
+
+// SerializeType returns the codec the clients encode arguments with (a
+// Group copies a call's arguments with it).
+func (p *PlainCaller) SerializeType() protocol.SerializeType { return p.opt.SerializeType }
 
 // Close closes every client; later calls fail with client.ErrShutdown.
 func (p *PlainCaller) Close() error {

@@ -7,8 +7,8 @@
 //	| CallAny     | all in parallel | first success  | Result[R]           | Rejections / ErrNoneAvailable |
 //	| CallAll     | all in parallel | all successes  | []Result[R]         | *NodeError / ErrNoneAvailable |
 //	| CallAllWait | all in parallel | all replies    | []Result[R], []*NodeError | never fails           |
-//	| CastOne     | one             | nothing        | nil                 | none reported               |
-//	| CastAll     | all             | nothing        | nil                 | none reported               |
+//	| CastOne     | one             | nothing        | nil                 | ErrEmptyNodes / ErrEncode   |
+//	| CastAll     | all             | nothing        | nil                 | ErrEncode                   |
 //
 // Every result and error names its node. The rejection convention is
 // ecall's: a handler that returns an error rejects (ErrRejected), any other
@@ -32,5 +32,14 @@
 // returns early they run on to their own end and their results are
 // dropped; none outlives the caller's context (or the transport's own
 // bound on a call). Give ctx a deadline, or pass NodeTimeout, when a node
-// may hang.
+// may hang. Casts run on goroutines of the group that keep ctx's deadline
+// but not its cancellation. Group.Close ends and waits for every
+// goroutine the group started; operations after it fail with ErrClosed.
+//
+// Arguments: every operation is done with args when it returns. What the
+// nodes get is the operation's own copy, encoded with the Caller's codec
+// on the caller's goroutine (see Group); arguments that cannot be encoded
+// fail the operation with ErrEncode, casts included, and nothing is sent.
+// A cast's later fate (an unreachable node, a handler's error) is not
+// reported.
 package group

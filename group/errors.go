@@ -31,6 +31,16 @@ var (
 	// client.ErrShutdown, a dial error, context.DeadlineExceeded, ...) is
 	// wrapped too.
 	ErrUnreachable = errors.New("group: the node could not be reached")
+
+	// ErrEncode is returned by every group operation whose arguments the
+	// Caller's codec cannot encode (or cannot decode back into a copy of
+	// their own type, see Group): nothing is sent and no node, local or
+	// remote, runs the call. CallAllWait reports it for every node. The
+	// codec's error is wrapped too; fix the argument type.
+	ErrEncode = errors.New("group: the arguments cannot be encoded with the caller's codec (fix the argument type)")
+	// ErrClosed is returned by every group operation once Close has
+	// begun; CallAllWait reports it for every node.
+	ErrClosed = errors.New("group: the group is closed; make a new one with New")
 )
 
 // NodeError is one node's failure: the node, the kind (ErrRejected,

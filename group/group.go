@@ -16,6 +16,21 @@ import (
 // nodes, a node list (fixed, or followed from an rpcx ServiceDiscovery)
 // and an optional local node served in-process. A Group is safe for
 // concurrent use.
+//
+// Every operation is done with its arguments (and the rpcx request
+// metadata in ctx) when it returns, so the caller may change or reuse them
+// at once: before anything is handed to a remote node, or to the local
+// node on a goroutine of its own (casts, fan-outs), the operation encodes
+// args with the Caller's codec (its SerializeType method, msgpack for a
+// Caller without one) and decodes the bytes into a copy of args's type,
+// which is what the nodes get. Arguments that cannot be encoded, or whose
+// encoding does not decode back into their type, fail the operation with
+// ErrEncode before any node runs anything. The local node tried first by
+// CallOne and CallAny runs on the caller's goroutine and gets args itself.
+//
+// The goroutines a Group starts (casts, and per-node calls run on a
+// goroutine of their own) belong to it: Close ends their contexts and
+// waits for them.
 type Group struct {
 	caller Caller
 	local  *local // nil: no local node
@@ -28,6 +43,8 @@ type Group struct {
 	stop     chan struct{}
 	done     chan struct{}
 	closeOne sync.Once
+
+	owned // the goroutines of casts and fan-outs, which Close ends and waits for
 }
 
 // Option configures a Group.
@@ -70,8 +87,12 @@ func WithDiscovery(d client.ServiceDiscovery) Option {
 // without touching the network. The policies prefer it as ecall prefers
 // node(). Methods of the rpcx form func(ctx, *Args, *Reply) error are
 // called; a returned error rejects, a panic is a rejection carrying the
-// panic value (*PanicError). Arguments and replies of the method's own
-// types are passed by reference, others are copied through msgpack.
+// panic value (*PanicError). A call that runs on the caller's goroutine
+// (the local node tried first by CallOne and CallAny) gets the caller's
+// arguments by reference when they are of the method's own type; one
+// that may outlive the operation (casts, CallAll, CallAllWait) gets a copy
+// of its own (see Group). Replies of the method's own type are passed by
+// reference; other types are copied through msgpack.
 func WithLocal(addr string, services map[string]any) Option {
 	return func(c *groupConfig) error {
 		if addr == "" {
@@ -96,6 +117,7 @@ func New(caller Caller, opts ...Option) (*Group, error) {
 		}
 	}
 	g := &Group{caller: caller, nodes: normalize(cfg.nodes)}
+	g.owned.init()
 	if cfg.localAddr != "" {
 		l, err := newLocal(selector.Strip(cfg.localAddr), cfg.localSvcs)
 		if err != nil {
@@ -138,10 +160,18 @@ func (g *Group) isLocal(node string) bool {
 	return g.local != nil && selector.SameNode(node, g.local.addr)
 }
 
-// Close stops following the discovery, if any. It does not close the
-// Caller. Calls still work afterwards, on the last node list.
+// Close stops following the discovery, if any, ends the group's calls
+// still running on goroutines of its own (casts not yet queued or still
+// running on the local node, and per-node calls a policy left running
+// when it returned) by ending their contexts, and waits for those
+// goroutines to return: a local handler that ignores its context holds
+// Close up. Per-node calls started with the Caller's Go run no goroutine
+// of the group; they end with the caller's context or the Caller. Close
+// does not close the Caller. Operations after Close fail with ErrClosed.
+// Close is idempotent.
 func (g *Group) Close() error {
 	g.closeOne.Do(func() {
+		g.owned.close()
 		if g.stop != nil {
 			close(g.stop)
 			<-g.done

@@ -73,22 +73,23 @@ func CallAllWait[R any](ctx context.Context, g *Group, service, method string, a
 
 // CastOne runs the call on one node without waiting for or getting a
 // reply: the local node if it is in the list, otherwise a random one. It
-// returns at once; failures are not reported. An empty list gives
-// ErrEmptyNodes. The cast keeps ctx's deadline but not its cancellation.
+// returns at once, done with args (see Group); what happens to the cast
+// afterwards is not reported. Its error is ErrEmptyNodes for an empty
+// list, ErrEncode when args cannot be encoded (nothing is sent), ErrClosed
+// after Close. The cast keeps ctx's deadline but not its cancellation.
 func CastOne(ctx context.Context, g *Group, service, method string, args any, opts ...CallOption) error {
 	return g.newSpec("CastOne", service, method, args, nil, opts).castOne(ctx)
 }
 
 // CastAll runs the call on every node of the list (each entry, the local
 // node included) without waiting for or getting replies. It returns at
-// once; failures are not reported. The casts keep ctx's deadline but not
-// its cancellation.
+// once, done with args (see Group); what happens to each cast afterwards
+// (an unreachable node, a handler's error) is not reported. Its error is
+// ErrEncode when args cannot be encoded (nothing is sent to any node),
+// ErrClosed after Close, and nil otherwise, an empty list included. The
+// casts keep ctx's deadline but not its cancellation.
 func CastAll(ctx context.Context, g *Group, service, method string, args any, opts ...CallOption) error {
-	s := g.newSpec("CastAll", service, method, args, nil, opts)
-	for _, n := range s.nodes {
-		s.cast(ctx, n)
-	}
-	return nil
+	return g.newSpec("CastAll", service, method, args, nil, opts).castAll(ctx)
 }
 
 func newOf[R any]() any { return new(R) }
@@ -109,9 +110,26 @@ func (s *spec) callOne(ctx context.Context) (outcome, error) {
 	if len(s.nodes) == 0 {
 		return outcome{}, ErrEmptyNodes
 	}
+	if s.g.isClosed() {
+		return outcome{}, s.closedErr()
+	}
 	errs := Rejections{}
 	for _, n := range selector.Order(s.nodes, s.g.Local()) {
-		o := s.call(ctx, n)
+		// The local node runs on this goroutine, done before it returns:
+		// it gets args itself. A remote call may go on reading its
+		// arguments after it returned (rpcx's client does when ctx ends),
+		// so it gets the call's own copy.
+		args := s.args
+		if !s.g.isLocal(n) {
+			if s.own == nil {
+				if err := s.takeArgs(); err != nil {
+					return outcome{}, err
+				}
+				ctx = s.ownContext(ctx)
+			}
+			args = s.own.shared
+		}
+		o := s.call(ctx, n, args)
 		if o.err == nil {
 			return o, nil
 		}
@@ -129,14 +147,27 @@ func (s *spec) callAny(ctx context.Context) (outcome, error) {
 	if len(s.nodes) == 0 {
 		return outcome{}, ErrEmptyNodes
 	}
+	if s.g.isClosed() {
+		return outcome{}, s.closedErr()
+	}
 	rest := s.nodes
 	errs := Rejections{}
 	if li := s.localIndex(); li >= 0 {
-		o := s.call(ctx, s.nodes[li])
 		rest = append(s.nodes[:li:li], s.nodes[li+1:]...)
+		if len(rest) > 0 {
+			// Before the local call: arguments the others cannot get
+			// fail the call before anything ran.
+			if err := s.takeArgs(); err != nil {
+				return outcome{}, err
+			}
+		}
+		o := s.call(ctx, s.nodes[li], s.args)
 		if o.err == nil {
+			cctx := s.ownContext(ctx)
 			for _, n := range rest {
-				s.cast(ctx, n)
+				// Only ErrClosed is possible here, Close having begun
+				// meanwhile: the local result stands.
+				_ = s.cast(cctx, n)
 			}
 			return o, nil
 		}
@@ -144,6 +175,12 @@ func (s *spec) callAny(ctx context.Context) (outcome, error) {
 			return outcome{}, s.interrupted(ctx)
 		}
 		errs = append(errs, o.err) // a local call is never unreachable
+	}
+	if len(rest) > 0 {
+		if err := s.takeArgs(); err != nil {
+			return outcome{}, err
+		}
+		ctx = s.ownContext(ctx)
 	}
 	f := s.fanOut(ctx, rest)
 	for range rest {
@@ -171,6 +208,13 @@ func (s *spec) callAll(ctx context.Context) ([]outcome, error) {
 	if len(s.nodes) == 0 {
 		return nil, ErrEmptyNodes
 	}
+	if s.g.isClosed() {
+		return nil, s.closedErr()
+	}
+	if err := s.takeArgs(); err != nil {
+		return nil, err
+	}
+	ctx = s.ownContext(ctx)
 	f := s.fanOut(ctx, s.nodes)
 	oks := make([]outcome, 0, len(s.nodes))
 	for range s.nodes {
@@ -197,6 +241,21 @@ func (s *spec) callAll(ctx context.Context) ([]outcome, error) {
 
 func (s *spec) callAllWait(ctx context.Context) ([]outcome, []*NodeError) {
 	oks, errs := []outcome{}, []*NodeError{}
+	if len(s.nodes) == 0 {
+		return oks, errs
+	}
+	err := s.takeArgs()
+	if err == nil && s.g.isClosed() {
+		err = s.closedErr()
+	}
+	if err != nil {
+		// Nothing was sent: no node got the call.
+		for _, n := range s.nodes {
+			errs = append(errs, &NodeError{Node: n, Err: err, kind: ErrUnreachable})
+		}
+		return oks, errs
+	}
+	ctx = s.ownContext(ctx)
 	f := s.fanOut(ctx, s.nodes)
 	owed := make(map[string]int, len(s.nodes)) // answers each node still owes
 	for _, n := range s.nodes {
@@ -229,11 +288,35 @@ func (s *spec) castOne(ctx context.Context) error {
 	if len(s.nodes) == 0 {
 		return ErrEmptyNodes
 	}
+	if s.g.isClosed() {
+		return s.closedErr()
+	}
+	if err := s.takeArgs(); err != nil {
+		return err
+	}
+	ctx = s.ownContext(ctx)
 	if li := s.localIndex(); li >= 0 {
-		s.cast(ctx, s.nodes[li])
+		return s.cast(ctx, s.nodes[li])
+	}
+	return s.cast(ctx, s.nodes[rand.IntN(len(s.nodes))])
+}
+
+func (s *spec) castAll(ctx context.Context) error {
+	if s.g.isClosed() {
+		return s.closedErr()
+	}
+	if len(s.nodes) == 0 {
 		return nil
 	}
-	s.cast(ctx, s.nodes[rand.IntN(len(s.nodes))])
+	if err := s.takeArgs(); err != nil {
+		return err
+	}
+	ctx = s.ownContext(ctx)
+	for _, n := range s.nodes {
+		if err := s.cast(ctx, n); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

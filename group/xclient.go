@@ -46,7 +46,7 @@ func (x *xClient) Call(ctx context.Context, serviceMethod string, args, reply an
 	case selector.CastOne:
 		return x.g.newSpec("CastOne", x.path, serviceMethod, args, nil, nil).castOne(ctx)
 	case selector.CastAll:
-		return CastAll(ctx, x.g, x.path, serviceMethod, args)
+		return x.g.newSpec("CastAll", x.path, serviceMethod, args, nil, nil).castAll(ctx)
 	case selector.CallOne, selector.CallAny:
 		rv := reflect.ValueOf(reply)
 		if rv.Kind() != reflect.Pointer || rv.IsNil() {

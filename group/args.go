@@ -1,0 +1,120 @@
+package group
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"reflect"
+
+	"github.com/smallnest/rpcx/protocol"
+	"github.com/smallnest/rpcx/share"
+)
+
+// serializeTyper is a Caller that tells which rpcx codec it encodes
+// arguments with (*batchclient.Client and *PlainCaller do).
+type serializeTyper interface {
+	SerializeType() protocol.SerializeType
+}
+
+// serializeTypeOf is the codec caller encodes with: its own word for it,
+// or rpcx's default, msgpack.
+func serializeTypeOf(caller Caller) protocol.SerializeType {
+	if st, ok := caller.(serializeTyper); ok {
+		return st.SerializeType()
+	}
+	return protocol.MsgPack
+}
+
+// argsCopy is a group call's own copy of the caller's arguments, made on
+// the caller's goroutine before anything is handed to a node: the encoded
+// bytes, and a value of the arguments' type decoded from them. Transports
+// may read shared (encode it, on goroutines of their own, after the
+// operation has returned) but nobody writes it; a local node that runs
+// after the operation returned gets a fresh decode of its own, since a
+// handler may change its arguments.
+type argsCopy struct {
+	st     protocol.SerializeType
+	typ    reflect.Type
+	b      []byte
+	shared any
+}
+
+// copyArgs encodes args with the codec of st and decodes the bytes back
+// into a new value of args's type. nil stays nil. The error wraps
+// ErrEncode and the codec's error.
+func copyArgs(st protocol.SerializeType, args any) (*argsCopy, error) {
+	if args == nil {
+		return &argsCopy{st: st}, nil
+	}
+	cd := share.Codecs[st]
+	if cd == nil {
+		return nil, fmt.Errorf("%w: no rpcx codec is registered for serialize type %d", ErrEncode, st)
+	}
+	a := &argsCopy{st: st, typ: reflect.TypeOf(args)}
+	var err error
+	if a.b, err = encodeGuarded(cd.Encode, args); err != nil {
+		return nil, fmt.Errorf("%w: %T: %w", ErrEncode, args, err)
+	}
+	if a.shared, err = a.decode(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// fresh returns a new copy, for one consumer that may change it.
+func (a *argsCopy) fresh() (any, error) {
+	if a.typ == nil {
+		return nil, nil
+	}
+	return a.decode()
+}
+
+// decode decodes a.b into a new value of a.typ: a pointer type gets a new
+// pointee, any other type a new value.
+func (a *argsCopy) decode() (v any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			v, err = nil, fmt.Errorf("%w: %v: decoding the arguments' own encoding back (to copy them) panicked: %v", ErrEncode, a.typ, r)
+		}
+	}()
+	ptr := a.typ.Kind() == reflect.Pointer
+	var target reflect.Value
+	if ptr {
+		target = reflect.New(a.typ.Elem())
+	} else {
+		target = reflect.New(a.typ)
+	}
+	if err := share.Codecs[a.st].Decode(a.b, target.Interface()); err != nil {
+		return nil, fmt.Errorf("%w: %v: decoding the arguments' own encoding back (to copy them) failed: %w", ErrEncode, a.typ, err)
+	}
+	if ptr {
+		return target.Interface(), nil
+	}
+	return target.Elem().Interface(), nil
+}
+
+// encodeGuarded runs a codec's Encode, turning a panic into an error.
+func encodeGuarded(encode func(any) ([]byte, error), args any) (b []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			b, err = nil, fmt.Errorf("encoding panicked: %v", r)
+		}
+	}()
+	return encode(args)
+}
+
+// ownContext returns ctx with a copy of its rpcx request metadata (the map
+// at share.ReqMetaDataKey), which casts and fan-outs read when they send,
+// possibly after the operation returned: the caller may change its map as
+// soon as the operation returns, as with its arguments.
+func (s *spec) ownContext(ctx context.Context) context.Context {
+	m, ok := ctx.Value(share.ReqMetaDataKey).(map[string]string)
+	if !ok || len(m) == 0 {
+		return ctx
+	}
+	if sc, ok := ctx.(*share.Context); ok {
+		sc.Lock()
+		defer sc.Unlock()
+	}
+	return context.WithValue(ctx, share.ReqMetaDataKey, maps.Clone(m))
+}
