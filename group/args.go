@@ -8,6 +8,8 @@ import (
 
 	"github.com/smallnest/rpcx/protocol"
 	"github.com/smallnest/rpcx/share"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
 )
 
 // serializeTyper is a Caller that tells which rpcx codec it encodes
@@ -46,13 +48,12 @@ func copyArgs(st protocol.SerializeType, args any) (*argsCopy, error) {
 	if args == nil {
 		return &argsCopy{st: st}, nil
 	}
-	cd := share.Codecs[st]
-	if cd == nil {
+	if share.Codecs[st] == nil {
 		return nil, fmt.Errorf("%w: no rpcx codec is registered for serialize type %d", ErrEncode, st)
 	}
 	a := &argsCopy{st: st, typ: reflect.TypeOf(args)}
 	var err error
-	if a.b, err = encodeGuarded(cd.Encode, args); err != nil {
+	if a.b, err = encodeGuarded(args, st); err != nil {
 		return nil, fmt.Errorf("%w: %T: %w", ErrEncode, args, err)
 	}
 	if a.shared, err = a.decode(); err != nil {
@@ -84,7 +85,7 @@ func (a *argsCopy) decode() (v any, err error) {
 	} else {
 		target = reflect.New(a.typ)
 	}
-	if err := share.Codecs[a.st].Decode(a.b, target.Interface()); err != nil {
+	if err := fastcodec.Decode(a.st, a.b, target.Interface()); err != nil {
 		return nil, fmt.Errorf("%w: %v: decoding the arguments' own encoding back (to copy them) failed: %w", ErrEncode, a.typ, err)
 	}
 	if ptr {
@@ -93,14 +94,16 @@ func (a *argsCopy) decode() (v any, err error) {
 	return target.Elem().Interface(), nil
 }
 
-// encodeGuarded runs a codec's Encode, turning a panic into an error.
-func encodeGuarded(encode func(any) ([]byte, error), args any) (b []byte, err error) {
+// encodeGuarded encodes args with the codec of st, as batchclient does
+// (internal/fastcodec: rpcx's codecs, msgpack's without its reflection
+// where it can), turning a panic into an error.
+func encodeGuarded(args any, st protocol.SerializeType) (b []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			b, err = nil, fmt.Errorf("encoding panicked: %v", r)
 		}
 	}()
-	return encode(args)
+	return fastcodec.Append(nil, st, args)
 }
 
 // ownContext returns ctx with a copy of its rpcx request metadata (the map
