@@ -140,7 +140,7 @@ func run() error {
 		fmt.Printf("  failed  %-8s %s\n", name[e.Node], kind(e))
 	}
 
-	fmt.Println("\nCastOne and CastAll (return at once, nothing reported):")
+	fmt.Println("\nCastOne and CastAll (return at once; what the casts do later is not reported):")
 	fmt.Printf("  CastOne: %v\n", group.CastOne(ctx, g, "Status", "Get", args, withLocal))
 	fmt.Printf("  CastAll: %v\n", group.CastAll(ctx, g, "Status", "Get", args, withLocal))
 	return nil
