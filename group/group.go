@@ -164,8 +164,8 @@ func (g *Group) isLocal(node string) bool {
 // still running on goroutines of its own (casts not yet queued or still
 // running on the local node, and per-node calls a policy left running
 // when it returned) by ending their contexts, and waits for those
-// goroutines to return: a local handler that ignores its context holds
-// Close up. Per-node calls started with the Caller's Go run no goroutine
+// goroutines to return: a local handler, or a Caller's Cast or Call, that
+// ignores its context holds Close up. Per-node calls started with the Caller's Go run no goroutine
 // of the group; they end with the caller's context or the Caller. Close
 // does not close the Caller. Operations after Close fail with ErrClosed.
 // Close is idempotent.
