@@ -22,13 +22,18 @@ import (
 // not named types, whose codec a user may register), and structs of such
 // fields nested by value. Every other type keeps the library's path.
 //
-// A nested struct type may have a codec registered with the library
-// (msgpack.Register, RegisterExt...), which cannot be seen from outside
-// it. A plan is therefore checked against the library before first use:
-// probe values encoded both ways, and probe inputs decoded both ways, must
-// agree. That catches a registered codec that writes or reads anything but
-// a map of the fields; one that agrees with the default on the probes, or
-// one registered after the type's first use here, is not seen.
+// The struct type, its pointer type or a nested struct type may have a
+// codec of its own: a method the library looks for (CustomEncoder,
+// Marshaler, encoding.BinaryMarshaler, TextMarshaler and their decoding
+// halves, on T or *T), which compileStruct sees, or a codec registered
+// with msgpack.Register, RegisterExt and the like, which cannot be seen
+// from outside the library. A plan is therefore checked against the
+// library before first use: probe values encoded both ways, as T and as
+// *T, and probe inputs decoded both ways, must agree. That catches a
+// registered codec that writes or reads anything but a map of the fields
+// on the probes (mixed-case, padded strings; negative and extreme
+// numbers); one that agrees with the default on all of them, or one
+// registered after the type's first use here, is not seen.
 type structPlan struct {
 	typ    reflect.Type
 	fields []fieldPlan
@@ -216,10 +221,19 @@ func predeclared(t reflect.Type) bool {
 
 // agreesWithLibrary checks the plan against the library: probe values
 // (zero, filled, filled at the widest widths) encode to the same bytes
-// both ways, and those bytes, and a map of every field to nil, decode to
-// the same value both ways. The library is called on the struct type, not
-// on its pointer, so that the check leaves no pointer encoder in the
-// library's cache that a later registration of the type would not reach.
+// both ways, as T and as *T, and those bytes, and a map of every field to
+// nil, decode to the same value both ways. Encoding *T too is what finds a
+// codec registered on the pointer type (msgpack.Register((*T)(nil), ...)),
+// which the library runs for the *T that rpcx hands it and never for a T;
+// a nil *T must encode as nil. Decoding needs no such probe: the library
+// decodes into *T through T's decoder.
+//
+// Encoding *T leaves in the library's cache what rpcx's own codec leaves
+// there on the first call with a *T argument: a pointer encoder bound to
+// T's encoder as it is now. A codec registered for T after that is not
+// seen for *T by either, so the two still agree; this package does not
+// see one registered for *T after first use (see structPlan).
+//
 // A panic (a registered codec meeting a made-up value) counts as
 // disagreement.
 func (p *structPlan) agreesWithLibrary() (ok bool) {
@@ -235,14 +249,22 @@ func (p *structPlan) agreesWithLibrary() (ok bool) {
 			n := 0
 			fillProbe(v.Elem(), &n, variant == 2)
 		}
-		var lib bytes.Buffer
-		if err := msgpack.NewEncoder(&lib).EncodeValue(v.Elem()); err != nil {
-			return false
+		mine := p.encode(nil, v.UnsafePointer())
+		for _, lv := range []reflect.Value{v.Elem(), v} {
+			var lib bytes.Buffer
+			if err := msgpack.NewEncoder(&lib).EncodeValue(lv); err != nil {
+				return false
+			}
+			if !bytes.Equal(lib.Bytes(), mine) {
+				return false
+			}
 		}
-		if !bytes.Equal(lib.Bytes(), p.encode(nil, v.UnsafePointer())) {
-			return false
-		}
-		inputs = append(inputs, lib.Bytes())
+		inputs = append(inputs, mine)
+	}
+	var lib bytes.Buffer
+	if err := msgpack.NewEncoder(&lib).EncodeValue(reflect.Zero(reflect.PointerTo(p.typ))); err != nil ||
+		!bytes.Equal(lib.Bytes(), []byte{0xc0}) {
+		return false
 	}
 	nils := appendMapLen(nil, len(p.fields))
 	for _, f := range p.fields {
@@ -282,7 +304,9 @@ func fillProbe(v reflect.Value, n *int, wide bool) {
 		if wide {
 			k += 70000
 		}
-		v.SetString(strings.Repeat("x", 30+k))
+		// Mixed case, padding and a non-ASCII letter, so that a
+		// registered codec that normalises strings differs.
+		v.SetString(" É" + strings.Repeat("xY", (30+k)/2) + " ")
 	case reflect.Float32, reflect.Float64:
 		if wide {
 			v.SetFloat(-float64(k) * 1e30)

@@ -378,18 +378,35 @@ func TestRegisteredCodecsKeepLibraryPath(t *testing.T) {
 	requireDecodesAsLibrary[withPoint](t, b)
 }
 
-// The check before first use calls the library on the struct type, not
-// its pointer, so the library's own cache is left as the library would
-// leave it: a later registration still reaches msgpack.Marshal.
-func TestPlanCheckLeavesLibraryCache(t *testing.T) {
+// A codec registered for T after T's first use: fastcodec's check leaves
+// the library's cache as rpcx's own first call with a *T does (its *T
+// encoder bound to T's encoder as it was), so rpcx and fastcodec still
+// write the same bytes, for *T (neither runs the new codec) and for T
+// (both do).
+func TestRegistrationAfterFirstUse(t *testing.T) {
+	custom := func(e *msgpack.Encoder, v reflect.Value) error { return e.EncodeString("custom") }
+
+	// Plain rpcx, for reference: its first call fixes *T's encoder.
+	type plainFirst struct{ A int }
+	before, err := rpcxCodec().Encode(&plainFirst{A: 1})
+	require.NoError(t, err)
+	msgpack.Register(plainFirst{}, custom, nil)
+	after, err := rpcxCodec().Encode(&plainFirst{A: 1})
+	require.NoError(t, err)
+	require.Equal(t, before, after, "rpcx itself does not see a codec registered after first use")
+
 	type later struct{ A int }
-	_, err := Encode(protocol.MsgPack, &later{A: 1})
+	_, err = Encode(protocol.MsgPack, &later{A: 1})
 	require.NoError(t, err)
 	require.NotNil(t, planFor(reflect.TypeFor[*later]()))
-	msgpack.Register(later{}, func(e *msgpack.Encoder, v reflect.Value) error { return e.EncodeString("custom") }, nil)
-	b, err := msgpack.Marshal(&later{A: 1})
-	require.NoError(t, err)
-	require.Equal(t, append([]byte{0xa6}, "custom"...), b)
+	msgpack.Register(later{}, custom, nil)
+	for _, v := range []any{&later{A: 1}, later{A: 1}} {
+		want, err := rpcxCodec().Encode(v)
+		require.NoError(t, err)
+		got, err := Encode(protocol.MsgPack, v)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "%T", v)
+	}
 }
 
 // A field the type does not have (a peer on a newer version of it) is
