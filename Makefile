@@ -66,6 +66,6 @@ perf:
 
 fuzz:
 	@for t in codec:FuzzDecodeBatch codec:FuzzDecodeReplies codec:FuzzDecodeHandshake codec:FuzzDecodeCredit \
-		codec:FuzzReadMessage internal/fastcodec:FuzzPlanDecode; do \
+		codec:FuzzReadMessage internal/fastcodec:FuzzPlanDecode internal/fastcodec:FuzzDifferential; do \
 		$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) || exit 1; \
 	done
