@@ -176,11 +176,15 @@ func TestDifferentialReusedValue(t *testing.T) {
 		func() any { return &widths{I: 1, I16: 2, S: "old", F64: 3} },
 		func() any { return &unexported{A: 1, b: 2, C: "c", e: inner{3, "e"}} },
 		func() any { return &ptrs{P: new(int), In: &inner{A: 1}} },
+		func() any { return &nestedPlain{Name: "n", In: inner{1, "i"}, Last: 9} },
 	} {
 		d.decode(partial, newDst)
 		d.decode([]byte{0xc0}, newDst)
 		d.decode([]byte{0x80}, newDst)
 	}
+	nilInner, err := msgpack.Marshal(map[string]any{"in": nil, "Last": 3})
+	require.NoError(t, err)
+	d.decode(nilInner, func() any { return &nestedPlain{Name: "n", In: inner{1, "i"}, Last: 9} })
 	var got widths
 	got.I, got.S = 1, "old"
 	require.NoError(t, Decode(protocol.MsgPack, partial, &got))
@@ -213,15 +217,19 @@ func TestDifferentialUnknownFields(t *testing.T) {
 	}
 }
 
-// FuzzDifferential decodes arbitrary input into types with a plan and
-// types without, zero and reused, through every entry point and through
-// rpcx's codec, and re-encodes what decoded: the same outcomes, values
-// and bytes. Types with maps are left out, as the library writes a map's
-// keys in Go's random order.
+// FuzzDifferential decodes arbitrary input into reused values of types
+// with a plan and of types that hold what the plan must not handle,
+// through every entry point and through rpcx's codec, and re-encodes what
+// decoded: the same outcomes, values and bytes. Left out, to keep it fast:
+// types that are themselves custom-coded (this package hands them to the
+// library untouched, so fuzzing them fuzzes the library against itself)
+// and types with maps, whose keys the library writes in Go's random order.
 func FuzzDifferential(f *testing.F) {
+	own := map[string]bool{"custEnc": true, "custEncPtr": true, "mpMarshal": true, "binM": true, "textM": true,
+		"extVal": true, "extPtr": true, "regVal": true, "regLower": true, "regDecOnly": true}
 	var targets []sample
 	for _, s := range allSamples {
-		if !hasMap(reflect.TypeOf(s.vals[0]), 0) {
+		if !own[s.name] && !hasMap(reflect.TypeOf(s.vals[0]), 0) {
 			targets = append(targets, s)
 		}
 	}
@@ -242,9 +250,7 @@ func FuzzDifferential(f *testing.F) {
 		}
 		d := newDiff(t)
 		for _, s := range targets {
-			d.decode(b, prefilledOf(s))
-			v := zeroOf(s)()
-			if outcome(func() error { return rpcxCodec().Decode(b, v) }) == "" {
+			if v, ok := d.decode(b, prefilledOf(s)); ok {
 				d.encode(v)
 			}
 		}

@@ -88,8 +88,9 @@ func (d *diff) encode(v any) []byte {
 
 // decode requires every entry point to decode b into the value newDst
 // returns (a pointer, zero or prefilled) as rpcx does: the same outcome,
-// and the same value after it, whether or not it failed.
-func (d *diff) decode(b []byte, newDst func() any) {
+// and the same value after it, whether or not it failed. It returns
+// rpcx's value and whether rpcx decoded without error.
+func (d *diff) decode(b []byte, newDst func() any) (any, bool) {
 	d.t.Helper()
 	want := newDst()
 	wantOut := outcome(func() error { return rpcxCodec().Decode(b, want) })
@@ -107,6 +108,7 @@ func (d *diff) decode(b []byte, newDst func() any) {
 				p.name, b, want, wantOut, where, deref(want), deref(got))
 		}
 	}
+	return want, wantOut == ""
 }
 
 func deref(v any) any {

@@ -271,7 +271,9 @@ func init() {
 	msgpack.RegisterExt(11, extVal{})
 	msgpack.RegisterExt(12, (*extPtr)(nil))
 	msgpack.Register(regVal{},
-		func(e *msgpack.Encoder, v reflect.Value) error { return e.EncodeString(fmt.Sprint("rv", v.Field(0).Int())) },
+		func(e *msgpack.Encoder, v reflect.Value) error {
+			return e.EncodeString(fmt.Sprint("rv", v.Field(0).Int()))
+		},
 		func(d *msgpack.Decoder, v reflect.Value) error {
 			s, err := d.DecodeString()
 			if err != nil {
