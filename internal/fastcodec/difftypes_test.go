@@ -91,6 +91,17 @@ type nestedPlain struct {
 	Last  uint16
 }
 
+// names has the field names a plan accepts: long (str8), non-ASCII,
+// with dots and dashes, and one equal to another field's Go name.
+type names struct {
+	Long  int    `msgpack:"a_field_name_longer_than_thirty_two_bytes"`
+	Naive string `msgpack:"naïve"`
+	Dot   int8   `msgpack:"a.b"`
+	Dash  uint   `msgpack:"a-b"`
+	Swap  bool   `msgpack:"Long"`
+	Empty int    `msgpack:""`
+}
+
 type tags struct {
 	Name     string `msgpack:"name"`
 	Omit     int    `msgpack:"omit,omitempty"`
@@ -418,6 +429,8 @@ func samples() []sample {
 		{"widthsFewer", []any{&widthsFewer{}, &widthsFewer{I16: -300, S: "f", New: 4}}, true},
 		{"nestedPlain", []any{&nestedPlain{}, &nestedPlain{Name: "n", In: inner{1, "i"},
 			Deep: struct{ X, Y inner }{inner{2, "x"}, inner{-3, "y"}}, Last: 65535}}, true},
+		{"names", []any{&names{}, &names{Long: 1, Naive: "ï", Dot: -1, Dash: 2, Swap: true, Empty: 3}}, true},
+		{"sixteen", []any{&sixteen{}, &sixteen{A0: -1, A9: 1 << 40, B6: 300}}, true},
 		{"tags", []any{&tags{}, &tags{Name: "n", Omit: 1, OmitS: "o", Skip: 2, Dash: 3, JSONOnly: 4,
 			JSONOmit: "j", JSONSkip: 5, Both: 6, Alias: 7}, &tags{Name: "only"}}, false},
 		{"asArray", []any{&asArray{}, &asArray{A: 1, B: "b", C: inner{2, "c"}}}, false},
