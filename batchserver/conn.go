@@ -69,6 +69,9 @@ type conn struct {
 	// the frame being written (used only by the writer).
 	replyBufs replyBufs
 	written   [][]byte
+
+	// sends runs the connection's send entries in lane order.
+	sends sendQueue
 }
 
 func newConn(p *Plugin, c net.Conn) *conn {
@@ -94,7 +97,8 @@ func (c *conn) fail(err error) {
 }
 
 // deliver runs the entries of frame seq once every earlier frame has run.
-func (c *conn) deliver(seq uint64, entries []codec.Entry) {
+// arrived is when rpcx read the frame: the entries' deadlines count from it.
+func (c *conn) deliver(seq uint64, entries []codec.Entry, arrived time.Time) {
 	// A lane keeps at most Window entries unfinished; twice that is a peer
 	// that ignores the window, not a slow moment.
 	if n := c.inflight.Add(int64(len(entries))); n > 2*int64(c.p.opts.Window) {
@@ -113,7 +117,7 @@ func (c *conn) deliver(seq uint64, entries []codec.Entry) {
 	}
 	// Deadlines count from when the frame arrived, not from when its turn
 	// came behind an earlier frame.
-	c.held[seq] = heldFrame{entries: entries, arrived: time.Now()}
+	c.held[seq] = heldFrame{entries: entries, arrived: arrived}
 	if gap && c.gapTimer == nil {
 		// A frame before this one is missing. rpcx hands frames to
 		// goroutines, so it is normally a moment away; but rpcx may also
@@ -166,25 +170,35 @@ func (c *conn) gapExpired(want uint64) {
 }
 
 // run starts every entry of one frame, in frame order: calls and casts each
-// in a goroutine of their own (as rpcx runs requests), sends inline so that
-// they reach their handler in order.
+// in a goroutine of their own (as rpcx runs requests), sends on the
+// connection's send queue, which runs them one after another in lane order
+// without holding up the calls and casts of later frames. Each entry's read
+// hooks run here first, in lane order, as rpcx runs them in its read loop.
 func (c *conn) run(entries []codec.Entry, arrived time.Time) {
+	hooks := c.p.hooks.present()
 	for i := range entries {
 		e := &entries[i]
 		switch e.Kind {
-		case codec.KindCall, codec.KindCast:
-			if e.Kind == codec.KindCall {
-				c.p.metrics.calls.Inc(1)
-			} else {
-				c.p.metrics.casts.Inc(1)
-			}
-			c.p.workers.pace()
-			c.p.workers.run(task{c: c, e: e, arrived: arrived})
+		case codec.KindCall:
+			c.p.metrics.calls.Inc(1)
+		case codec.KindCast:
+			c.p.metrics.casts.Inc(1)
 		case codec.KindSend:
 			c.p.metrics.sends.Inc(1)
-			c.p.runSend(c, e, arrived)
-			c.credit()
+		default:
+			continue
 		}
+		ec := entryContext(c, e, arrived)
+		if err := c.p.readEntry(ec, e, hooks); err != nil {
+			c.p.refuse(c, ec, e, err)
+			continue
+		}
+		if e.Kind == codec.KindSend {
+			c.queueSend(ec, e)
+			continue
+		}
+		c.p.workers.pace()
+		c.p.workers.run(task{c: c, e: e, ec: ec})
 	}
 }
 

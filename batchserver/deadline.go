@@ -10,14 +10,18 @@ import (
 // timer unless the handler asks for Done. context.WithDeadline arms one per
 // call, and most handlers never look: at hundreds of thousands of entries a
 // second the timers alone cost more than the frame that carried them.
+//
+// It keeps context.Context's contract: Err is nil until Done is closed, and
+// once Err is non-nil it never changes. The first of the deadline passing
+// (seen by the timer, Done or Err) and the entry ending decides the error.
 type deadlineCtx struct {
 	context.Context // the parent; never done (rooted in context.Background)
 	deadline        time.Time
 
 	mu    sync.Mutex
-	done  chan struct{}
+	done  chan struct{} // made on first use of Done, or when err is set
 	timer *time.Timer
-	ended bool
+	err   error // set once, together with done closing
 }
 
 func newDeadlineCtx(parent context.Context, d time.Time) *deadlineCtx {
@@ -39,54 +43,75 @@ func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 func (c *deadlineCtx) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.done == nil {
+	if c.done != nil {
+		return c.done
+	}
+	// err is set only together with done, so the context is still live.
+	if !c.expireLocked(time.Now()) {
 		c.done = make(chan struct{})
-		if left := time.Until(c.deadline); left <= 0 || c.ended {
-			close(c.done)
-		} else {
-			c.timer = time.AfterFunc(left, c.fire)
-		}
+		c.timer = time.AfterFunc(time.Until(c.deadline), c.fire)
 	}
 	return c.done
 }
 
+// fire is the timer's: the deadline has passed.
 func (c *deadlineCtx) fire() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	select {
-	case <-c.done:
-	default:
-		close(c.done)
-	}
+	// The timer may run a moment early by the wall clock; Err must not
+	// report nil after Done closed, so this decides it.
+	c.finishLocked(context.DeadlineExceeded)
 }
 
-// Err returns context.DeadlineExceeded once the deadline has passed, and
-// context.Canceled once the entry has ended before it.
+// Err returns nil until Done is closed; then context.DeadlineExceeded if
+// the deadline passed first, context.Canceled if the entry ended first.
 func (c *deadlineCtx) Err() error {
-	if !time.Now().Before(c.deadline) {
-		return context.DeadlineExceeded
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ended {
-		return context.Canceled
+	if c.err == nil {
+		c.expireLocked(time.Now())
 	}
-	return nil
+	return c.err
+}
+
+// expireLocked ends the context with DeadlineExceeded when now is at or
+// past the deadline, and reports whether it did.
+func (c *deadlineCtx) expireLocked(now time.Time) bool {
+	if now.Before(c.deadline) {
+		return false
+	}
+	c.finishLocked(context.DeadlineExceeded)
+	return true
+}
+
+// finishLocked sets err, unless already set, and closes Done with it.
+func (c *deadlineCtx) finishLocked(err error) {
+	if c.err != nil {
+		return
+	}
+	c.err = err
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	if c.done == nil {
+		c.done = closedChan
+	} else {
+		close(c.done)
+	}
 }
 
 // cancel ends the entry: the timer, if armed, is stopped, and Done closes.
 func (c *deadlineCtx) cancel() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.ended = true
-	if c.timer != nil {
-		c.timer.Stop()
-	}
-	if c.done != nil {
-		select {
-		case <-c.done:
-		default:
-			close(c.done)
-		}
-	}
+	c.finishLocked(context.Canceled)
 }
+
+// closedChan is a Done channel for a context that ended before anyone
+// asked for Done.
+var closedChan = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()

@@ -34,27 +34,21 @@ func entryContext(c *conn, e *codec.Entry, arrived time.Time) *entryCtx {
 }
 
 // runCall runs one call or cast entry the way rpcx runs a request: auth,
-// lookup, decode, PreCall plugins, the method, PostCall plugins, encode. A
-// call's outcome goes back as a reply; a cast's is only counted.
-func (p *Plugin) runCall(c *conn, e *codec.Entry, arrived time.Time, fc *fastcodec.Codec) {
-	ec := entryContext(c, e, arrived)
+// PreHandleRequest plugins, lookup, decode, PreCall plugins, the method,
+// PostCall plugins, encode. A call's outcome goes back as a reply (through
+// the write hooks); a cast's is only counted. ec was made when the entry's
+// frame was delivered, and its read hooks have run.
+func (p *Plugin) runCall(c *conn, ec *entryCtx, e *codec.Entry, fc *fastcodec.Codec) {
 	defer ec.end()
 	var dst []byte
 	if e.Kind == codec.KindCall {
 		dst = c.replyBufs.get()
 	}
-	payload, err := p.guarded(ec.shareContext(), e, dst, fc)
+	payload, err := p.guarded(ec, e, dst, fc)
 	if e.Kind != codec.KindCall {
 		return
 	}
-	rp := codec.Reply{ID: e.ID, Payload: payload}
-	if resMeta := ec.responseMetadata(); len(resMeta) > 0 {
-		rp.Metadata = resMeta
-	}
-	if err != nil {
-		rp.Status, rp.Error = codec.StatusError, err.Error()
-	}
-	c.queueReply(rp)
+	p.reply(c, ec, e, payload, err)
 }
 
 // guarded runs execute and turns a panic anywhere in it (AuthFunc, a
@@ -64,7 +58,7 @@ func (p *Plugin) runCall(c *conn, e *codec.Entry, arrived time.Time, fc *fastcod
 //
 // A call's reply is encoded by appending to dst. fc is the running
 // goroutine's codec.
-func (p *Plugin) guarded(ctx *share.Context, e *codec.Entry, dst []byte, fc *fastcodec.Codec) (payload []byte, err error) {
+func (p *Plugin) guarded(ec *entryCtx, e *codec.Entry, dst []byte, fc *fastcodec.Codec) (payload []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			p.metrics.errPanic.Inc(1)
@@ -72,28 +66,35 @@ func (p *Plugin) guarded(ctx *share.Context, e *codec.Entry, dst []byte, fc *fas
 			payload, err = nil, &PanicError{Service: e.ServicePath, Method: e.ServiceMethod, Value: fmt.Sprint(r)}
 		}
 	}()
-	return p.execute(ctx, e, dst, fc)
+	return p.execute(ec, e, dst, fc)
 }
 
-// deadlinePassed reports, and counts, an entry whose caller had no time
-// left when its frame was written. (An entry starts as soon as its frame
-// is read, so the deadline, set from the time it arrived, cannot have
-// passed since.)
-func (p *Plugin) deadlinePassed(e *codec.Entry) bool {
-	if e.TimeoutMicros < 0 {
+// deadlinePassed reports, and counts, an entry whose caller's deadline has
+// passed: it had no time left when its frame was written, or the deadline,
+// counted from when the frame was read, has passed since (the entry waited
+// behind others for a goroutine, or behind its plugins). It is checked when
+// the entry's goroutine takes it up and again just before the handler
+// starts, so no handler starts after its caller's deadline.
+func (p *Plugin) deadlinePassed(ec *entryCtx, e *codec.Entry) bool {
+	if e.TimeoutMicros < 0 || (ec.hasDeadline && !time.Now().Before(ec.dl.deadline)) {
 		p.metrics.errDeadline.Inc(1)
 		return true
 	}
 	return false
 }
 
-func (p *Plugin) execute(ctx *share.Context, e *codec.Entry, dst []byte, fc *fastcodec.Codec) (payload []byte, err error) {
-	if p.deadlinePassed(e) {
+func (p *Plugin) execute(ec *entryCtx, e *codec.Entry, dst []byte, fc *fastcodec.Codec) (payload []byte, err error) {
+	ctx := ec.shareContext()
+	if p.deadlinePassed(ec, e) {
 		return nil, ErrDeadlinePassed
 	}
 	if err := p.auth(ctx, e); err != nil {
+		if e.Kind != codec.KindCall {
+			p.preWriteOneway(ec, err)
+		}
 		return nil, err
 	}
+	p.preHandle(ec)
 	m, found := p.services.lookup(e.ServicePath, e.ServiceMethod)
 	if m == nil {
 		p.metrics.errUnknown.Inc(1)
@@ -126,7 +127,13 @@ func (p *Plugin) execute(ctx *share.Context, e *codec.Entry, dst []byte, fc *fas
 		}
 	}
 	reply := m.newReply()
-	err = m.invoke(ctx, arg, reply)
+	if p.deadlinePassed(ec, e) {
+		// PostCall still runs, with the error, as after a failed handler:
+		// a plugin that began something in PreCall ends it there.
+		err = ErrDeadlinePassed
+	} else {
+		err = m.invoke(ctx, arg, reply)
+	}
 	replyI, err1 := p.s.Plugins.DoPostCall(ctx, e.ServicePath, e.ServiceMethod, argI, reply.Interface(), err)
 	m.recycleArg(argI)
 	if err == nil {
@@ -177,15 +184,11 @@ func (p *Plugin) auth(ctx context.Context, e *codec.Entry) error {
 	return nil
 }
 
-// runSend delivers one send entry to its handler, inline, so that the
-// entries of a lane reach their handlers in order.
-func (p *Plugin) runSend(c *conn, e *codec.Entry, arrived time.Time) {
-	fn := p.sendHandler(e.ServicePath)
-	if fn == nil {
-		p.metrics.errUnknownSend.Inc(1)
-		return
-	}
-	ec := entryContext(c, e, arrived)
+// runSend delivers one send entry to its handler, on the connection's send
+// queue, so that the sends of a lane reach their handlers in order. Its
+// read hooks have run; AuthFunc and PreHandleRequest run here, as for a
+// oneway request.
+func (p *Plugin) runSend(c *conn, ec *entryCtx, e *codec.Entry) {
 	defer ec.end()
 	ctx := ec.shareContext()
 	// Recovered here, before auth: a panic must neither reach rpcx nor stop
@@ -196,10 +199,17 @@ func (p *Plugin) runSend(c *conn, e *codec.Entry, arrived time.Time) {
 			logf("rpcxbatch: send handler %q panicked: %v", e.ServicePath, r)
 		}
 	}()
-	if p.deadlinePassed(e) {
+	if p.deadlinePassed(ec, e) {
 		return
 	}
 	if err := p.auth(ctx, e); err != nil {
+		p.preWriteOneway(ec, err)
+		return
+	}
+	p.preHandle(ec)
+	fn := p.sendHandler(e.ServicePath)
+	if fn == nil {
+		p.metrics.errUnknownSend.Inc(1)
 		return
 	}
 	fn(ctx, e.Payload)

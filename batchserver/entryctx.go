@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/smallnest/rpcx/protocol"
 	"github.com/smallnest/rpcx/server"
 	"github.com/smallnest/rpcx/share"
 )
@@ -39,7 +40,16 @@ type entryCtx struct {
 	metaMu  sync.Mutex
 	reqMeta map[string]string
 	resMeta map[string]string
+
+	// req is the entry as an rpcx request message, and hs the request
+	// hooks present when its frame was delivered; req is nil when the
+	// server's plugins have none (see entryhooks.go).
+	req *protocol.Message
+	hs  hookSet
 }
+
+// hooks returns the request hooks to run for the entry.
+func (e *entryCtx) hooks() hookSet { return e.hs }
 
 // tagsLockField locates share.Context's unexported lock, which must be set
 // for its methods to work. If rpcx ever changes the struct, ok is false and

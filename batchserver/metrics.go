@@ -12,6 +12,7 @@ type serverMetrics struct {
 	errUnknown, errPanic     metrics.Counter
 	errDeadline, errWrite    metrics.Counter
 	errUnknownSend, errCodec metrics.Counter
+	errRefused               metrics.Counter
 }
 
 func newServerMetrics(r metrics.Registry) *serverMetrics {
@@ -27,5 +28,6 @@ func newServerMetrics(r metrics.Registry) *serverMetrics {
 		errUnknown: c("errors.unknown_service"), errPanic: c("errors.panic"),
 		errDeadline: c("errors.deadline"), errWrite: c("errors.write"),
 		errUnknownSend: c("errors.unknown_send"), errCodec: c("errors.codec"),
+		errRefused: c("errors.refused"),
 	}
 }

@@ -39,6 +39,9 @@ type Plugin struct {
 	connMu sync.Mutex
 	conns  map[net.Conn]*conn
 
+	// hooks stands between rpcx and the server's plugins (see hooks.go).
+	hooks *hookContainer
+
 	workers workers
 }
 
@@ -87,6 +90,9 @@ func New(s *server.Server, opts ...Option) (*Plugin, error) {
 	s.RegisterOnShutdown(func(*server.Server) { p.Close() })
 	s.AddHandler(codec.ServicePath, codec.MethodHandshake, p.handshake)
 	s.AddHandler(codec.ServicePath, codec.MethodBatch, p.batch)
+	// Request hooks must see calls, not frames: from here on s.Plugins
+	// skips lane messages and the plugin runs those hooks per entry.
+	p.hooks = wrapPlugins(s)
 	s.Plugins.Add(p)
 	return p, nil
 }
@@ -233,8 +239,21 @@ func (p *Plugin) batch(ctx *server.Context) error {
 	}
 	p.metrics.frames.Inc(1)
 	p.metrics.batchSize.Update(int64(len(entries)))
-	st.deliver(seq, entries)
+	st.deliver(seq, entries, frameArrived(ctx))
 	return nil
+}
+
+// frameArrived is when rpcx read the frame (it notes the moment in the
+// request's context), keeping time.Now's monotonic reading: the entries'
+// deadlines count from then, not from when rpcx's goroutine got to run.
+func frameArrived(ctx *server.Context) time.Time {
+	now := time.Now()
+	if read, ok := ctx.Get(server.StartRequestContextKey).(int64); ok {
+		if d := time.Duration(now.UnixNano() - read); d > 0 && d < time.Minute {
+			return now.Add(-d)
+		}
+	}
+	return now
 }
 
 // logf logs through rpcx's logger, so batch events land where the server's

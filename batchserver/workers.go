@@ -29,14 +29,14 @@ const (
 
 // task is one call or cast entry to run.
 type task struct {
-	c       *conn
-	e       *codec.Entry
-	arrived time.Time
+	c  *conn
+	e  *codec.Entry
+	ec *entryCtx
 }
 
 // run runs the task on a worker, with the worker's own codec.
 func (t task) run(fc *fastcodec.Codec) {
-	t.c.p.runCall(t.c, t.e, t.arrived, fc)
+	t.c.p.runCall(t.c, t.ec, t.e, fc)
 	if t.e.Kind == codec.KindCast {
 		t.c.credit()
 	}

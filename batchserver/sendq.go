@@ -1,0 +1,66 @@
+package batchserver
+
+import (
+	"sync"
+
+	"github.com/rpcxbatch/rpcxbatch/codec"
+)
+
+// sendQueue runs the send entries of one connection one after another, in
+// the order the lane wrote them, on a goroutine of its own: a slow send
+// handler delays the later sends of its lane (that is the order promised)
+// but never the calls and casts of later frames, which the delivery path
+// hands out meanwhile. The goroutine is started when a send is queued and
+// ends when none is left, so an idle connection holds none. The queue is
+// bounded by the lane's window: each send holds its place until it ran.
+type sendQueue struct {
+	mu      sync.Mutex
+	items   []sendItem
+	spare   []sendItem
+	running bool
+}
+
+// sendItem is one send entry and its context.
+type sendItem struct {
+	ec *entryCtx
+	e  *codec.Entry
+}
+
+// queueSend appends a send entry to the connection's queue.
+func (c *conn) queueSend(ec *entryCtx, e *codec.Entry) {
+	q := &c.sends
+	q.mu.Lock()
+	q.items = append(q.items, sendItem{ec: ec, e: e})
+	start := !q.running
+	q.running = true
+	q.mu.Unlock()
+	if start {
+		go c.runSends()
+	}
+}
+
+// runSends runs queued sends in order until the queue is empty.
+func (c *conn) runSends() {
+	q := &c.sends
+	for {
+		q.mu.Lock()
+		batch := q.items
+		if len(batch) == 0 {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		q.items, q.spare = q.spare[:0], nil
+		q.mu.Unlock()
+		for i := range batch {
+			c.p.runSend(c, batch[i].ec, batch[i].e)
+			c.credit()
+			batch[i] = sendItem{}
+		}
+		q.mu.Lock()
+		if q.spare == nil {
+			q.spare = batch[:0]
+		}
+		q.mu.Unlock()
+	}
+}
