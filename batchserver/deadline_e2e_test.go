@@ -1,0 +1,264 @@
+package batchserver_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/smallnest/rpcx/server"
+	"github.com/smallnest/rpcx/share"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rpcxbatch/rpcxbatch/batchclient"
+	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
+)
+
+// TestSlowSendDoesNotHoldBackLaterCalls: while a send handler is blocked, a
+// call and a cast written after it on the same lane (so in a later frame)
+// still run; the sends after the blocked one wait for it and keep their
+// order.
+func TestSlowSendDoesNotHoldBackLaterCalls(t *testing.T) {
+	addr, s, p := startServer(t)
+	cnt := new(Counter)
+	require.NoError(t, s.RegisterName("Counter", cnt, ""))
+	entered, release := make(chan struct{}), make(chan struct{})
+	var (
+		mu    sync.Mutex
+		order []byte
+	)
+	require.NoError(t, p.HandleSend("slow", func(_ context.Context, b []byte) {
+		if b[0] == 0 {
+			close(entered)
+			select {
+			case <-release:
+			case <-time.After(20 * time.Second):
+			}
+		}
+		mu.Lock()
+		order = append(order, b[0])
+		mu.Unlock()
+	}))
+	c := newClient(t, batchclient.WithLanes(1))
+	waitConnected(t, c, addr)
+	ctx := ctxT(t, 10*time.Second)
+
+	require.NoError(t, c.Send(ctx, addr, "slow", []byte{0}))
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("the first send never reached its handler")
+	}
+	for i := byte(1); i <= 3; i++ {
+		require.NoError(t, c.Send(ctx, addr, "slow", []byte{i}))
+	}
+
+	// The send handler stays blocked until this call and cast are done.
+	var r testsvc.Reply
+	require.NoError(t, c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: 6, B: 7}, &r),
+		"a call behind a blocked send handler must not wait for it")
+	assert.Equal(t, 42, r.C)
+	require.NoError(t, c.Cast(ctx, addr, "Counter", "Inc", &testsvc.Args{}))
+	require.True(t, eventually(5*time.Second, func() bool { return cnt.n.Load() == 1 }),
+		"a cast behind a blocked send handler must not wait for it")
+	mu.Lock()
+	assert.Empty(t, order, "sends after the blocked one ran before it")
+	mu.Unlock()
+
+	close(release)
+	require.True(t, eventually(5*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(order) == 4
+	}), "sends after the blocked one were not delivered")
+	assert.Equal(t, []byte{0, 1, 2, 3}, order)
+}
+
+// Spin is the service of the deadline test: each call takes about a
+// millisecond of CPU, and notes whether it started after its deadline.
+type Spin struct {
+	started, finished atomic.Int64
+	// late counts handlers that started after the deadline in their
+	// context; lateCaller those that started after the caller's own
+	// deadline (sent in metadata, same clock).
+	late, lateCaller atomic.Int64
+}
+
+// Work spins for a millisecond.
+func (s *Spin) Work(ctx context.Context, _ *testsvc.Args, r *testsvc.Reply) error {
+	now := time.Now()
+	s.started.Add(1)
+	defer s.finished.Add(1)
+	if dl, ok := ctx.Deadline(); ok && now.After(dl) {
+		s.late.Add(1)
+	}
+	if m, _ := ctx.Value(share.ReqMetaDataKey).(map[string]string); m != nil {
+		if ns, err := strconv.ParseInt(m["dl"], 10, 64); err == nil && now.UnixNano() > ns {
+			s.lateCaller.Add(1)
+		}
+	}
+	for time.Since(now) < time.Millisecond {
+	}
+	r.C = 1
+	return nil
+}
+
+// TestNoHandlerStartsAfterItsDeadline: 2,000 concurrent calls with a 50 ms
+// deadline, each taking a millisecond of CPU, on a 2-core machine: most
+// cannot start in time. On the batch path none starts after its deadline
+// (counted from when its frame was read); the others are skipped with
+// ErrDeadlinePassed and counted. Plain rpcx, for comparison, starts them
+// all (logged, not asserted).
+func TestNoHandlerStartsAfterItsDeadline(t *testing.T) {
+	const n = 2000
+	load := func(call func(ctx context.Context) error) {
+		ctx := ctxT(t, 30*time.Second)
+		concurrently(t, n, func(int) error {
+			cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			dl, _ := cctx.Deadline()
+			cctx = context.WithValue(cctx, share.ReqMetaDataKey, map[string]string{"dl": strconv.FormatInt(dl.UnixNano(), 10)})
+			err := call(cctx)
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) && err.Error() != ErrDeadlinePassedText {
+				return err
+			}
+			return nil
+		})
+	}
+
+	bs, bp := newServer(t)
+	batchSpin := new(Spin)
+	require.NoError(t, bs.RegisterName("Spin", batchSpin, ""))
+	addr := serve(t, bs)
+	c := newClient(t, batchclient.WithLanes(2))
+	waitConnected(t, c, addr)
+	load(func(ctx context.Context) error {
+		var r testsvc.Reply
+		return c.Call(ctx, addr, "Spin", "Work", &testsvc.Args{}, &r)
+	})
+	// Every call the server received either ran or was skipped.
+	reg := bp.Metrics()
+	settled := func() bool {
+		return batchSpin.started.Load() == batchSpin.finished.Load() &&
+			batchSpin.finished.Load()+counter(reg, "rpcxbatch.server.errors.deadline") == counter(reg, "rpcxbatch.server.calls")
+	}
+	require.True(t, eventually(20*time.Second, func() bool {
+		if !settled() {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond) // frames still on their way would show up by now
+		return settled()
+	}), "calls did not settle")
+	skipped := counter(reg, "rpcxbatch.server.errors.deadline")
+	t.Logf("batch: %d calls received, %d handlers ran, %d started after the server's deadline, %d after the caller's; %d skipped",
+		counter(reg, "rpcxbatch.server.calls"), batchSpin.started.Load(), batchSpin.late.Load(), batchSpin.lateCaller.Load(), skipped)
+
+	ps := server.NewServer()
+	plainSpin := new(Spin)
+	require.NoError(t, ps.RegisterName("Spin", plainSpin, ""))
+	pc := plainClient(t, serve(t, ps))
+	load(func(ctx context.Context) error {
+		var r testsvc.Reply
+		return pc.Call(ctx, "Spin", "Work", &testsvc.Args{}, &r)
+	})
+	require.True(t, eventually(20*time.Second, func() bool { return plainSpin.finished.Load() == n }), "plain calls did not finish")
+	t.Logf("plain: %d handlers ran, %d started after the caller's deadline", plainSpin.started.Load(), plainSpin.lateCaller.Load())
+
+	assert.Zero(t, batchSpin.late.Load(), "handlers started after their deadline")
+	assert.Positive(t, skipped, "the load was too light to test anything")
+}
+
+// ErrDeadlinePassedText is the text a caller gets for a skipped entry.
+var ErrDeadlinePassedText = "rpcxbatch: the caller's deadline passed before the call ran; it was not executed"
+
+// CtxProbe is the service of the context-contract test.
+type CtxProbe struct {
+	// violations lists the breaches of context.Context's contract seen.
+	mu         sync.Mutex
+	violations []string
+	kept       chan context.Context
+}
+
+func (p *CtxProbe) violate(v string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.violations = append(p.violations, v)
+}
+
+// Watch waits, polling Err, for its context to end, and checks that Done
+// is closed once Err is non-nil, and that Err does not change after.
+func (p *CtxProbe) Watch(ctx context.Context, _ *testsvc.Args, _ *testsvc.Reply) error {
+	done := ctx.Done()
+	limit := time.Now().Add(5 * time.Second)
+	for time.Now().Before(limit) {
+		err := ctx.Err()
+		if err == nil {
+			continue
+		}
+		select {
+		case <-done:
+		default:
+			p.violate("Err returned " + err.Error() + " before Done was closed")
+		}
+		if again := ctx.Err(); again != err {
+			p.violate("Err changed from " + err.Error())
+		}
+		return nil
+	}
+	p.violate("the context never ended")
+	return nil
+}
+
+// Keep hands its context to the test and returns at once.
+func (p *CtxProbe) Keep(ctx context.Context, _ *testsvc.Args, _ *testsvc.Reply) error {
+	p.kept <- ctx
+	return nil
+}
+
+// TestEntryContextKeepsContract: a handler's context honours
+// context.Context's contract: Err is nil until Done is closed, and once
+// set it never changes (an entry that ended before its deadline stays
+// Canceled after the deadline passes).
+func TestEntryContextKeepsContract(t *testing.T) {
+	addr, s, _ := startServer(t)
+	probe := &CtxProbe{kept: make(chan context.Context, 1)}
+	require.NoError(t, s.RegisterName("CtxProbe", probe, ""))
+	c := newClient(t, batchclient.WithLanes(1))
+	waitConnected(t, c, addr)
+	ctx := ctxT(t, 20*time.Second)
+
+	for i := 0; i < 20; i++ {
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		var r testsvc.Reply
+		_ = c.Call(cctx, addr, "CtxProbe", "Watch", &testsvc.Args{}, &r)
+		cancel()
+	}
+	// Every Watch has run: one more call on the lane is answered after them.
+	require.True(t, eventually(10*time.Second, func() bool {
+		var r testsvc.Reply
+		return c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: 1, B: 1}, &r) == nil
+	}))
+
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	var r testsvc.Reply
+	require.NoError(t, c.Call(cctx, addr, "CtxProbe", "Keep", &testsvc.Args{}, &r))
+	kept := <-probe.kept
+	dl, ok := kept.Deadline()
+	require.True(t, ok)
+	// The handler returned: its entry ended before the deadline.
+	require.True(t, eventually(5*time.Second, func() bool { return kept.Err() != nil }))
+	<-kept.Done()
+	first := kept.Err()
+	assert.ErrorIs(t, first, context.Canceled)
+	time.Sleep(time.Until(dl) + 20*time.Millisecond) // let the deadline pass
+	assert.Equal(t, first, kept.Err(), "Err changed after it was set")
+
+	probe.mu.Lock()
+	defer probe.mu.Unlock()
+	assert.Empty(t, probe.violations)
+}
