@@ -317,7 +317,7 @@ func (l *hookLog) auth(_ context.Context, r *protocol.Message, _ string) error {
 	if r.ServicePath != codec.ServicePath { // a frame is authorised as a whole, and then per entry
 		l.add(r.Metadata[ridKey], "AuthFunc "+r.ServicePath+"."+r.ServiceMethod)
 	}
-	if r.Metadata[ridKey] == "denied" {
+	if strings.HasSuffix(r.Metadata[ridKey], "denied") {
 		return errors.New("denied by AuthFunc")
 	}
 	return nil
@@ -401,15 +401,15 @@ func TestHookOrderSameAsPlain(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if r.cast {
-				_ = pc.Call(ridCtx(ctx, r.rid), "Hooked", r.method, &testsvc.Args{A: 2, B: 3}, nil)
-				return
-			}
 			// A plain request that fails AuthFunc closes rpcx's connection:
 			// give it a client of its own.
 			cl := pc
-			if r.rid == "denied" {
+			if strings.HasSuffix(r.rid, "denied") {
 				cl = plainClient(t, pc.RemoteAddr())
+			}
+			if r.cast {
+				_ = cl.Call(ridCtx(ctx, r.rid), "Hooked", r.method, &testsvc.Args{A: 2, B: 3}, nil)
+				return
 			}
 			var rep testsvc.Reply
 			_ = cl.Call(ridCtx(ctx, r.rid), "Hooked", r.method, &testsvc.Args{A: 2, B: 3}, &rep)
@@ -456,7 +456,9 @@ func TestHookOrderSameAsPlain(t *testing.T) {
 		fmt.Sprintf("PreHandleRequest inbox. type=0 oneway=true st=%d status=0 payload=%x err=\"\"", protocol.MsgPack, "payload"),
 		"handler",
 	}, batchLog.seq["send-0"])
-	t.Logf("plain, call-0: %q", plainLog.seq["call-0"])
+	for _, rid := range []string{"call-0", "fail", "denied", "nomethod", "cast-0", "cast-denied"} {
+		t.Logf("plain and batch, %s: %q", rid, plainLog.seq[rid])
+	}
 
 	// No hook was ever shown a frame or a handshake; PreReadRequest ran
 	// once per request, plus (on both paths) once per connection before
@@ -466,4 +468,55 @@ func TestHookOrderSameAsPlain(t *testing.T) {
 	extra := batchLog.preReads.Load() - batchLog.postReads.Load()
 	assert.True(t, extra >= 0 && extra <= 2, "batch: %d PreReadRequest, %d PostReadRequest", batchLog.preReads.Load(), batchLog.postReads.Load())
 	assert.Equal(t, int64(len(reqs)+1), batchLog.postReads.Load())
+}
+
+// refusingPlugin refuses, in PostReadRequest, the requests whose rid is
+// "refuse", with an error of its own (not ErrReqReachLimit), and fails
+// every PreHandleRequest.
+type refusingPlugin struct{}
+
+var errRefusedByPlugin = errors.New("refused by plugin")
+
+func (refusingPlugin) PostReadRequest(_ context.Context, r *protocol.Message, _ error) error {
+	if r.Metadata[ridKey] == "refuse" {
+		return errRefusedByPlugin
+	}
+	return nil
+}
+
+func (refusingPlugin) PreHandleRequest(context.Context, *protocol.Message) error {
+	return errors.New("PreHandleRequest error")
+}
+
+// TestHookErrorsAsPlain: rpcx v1.9.4 ignores a PreHandleRequest error (the
+// request runs), and so does the batch path. A PostReadRequest error other
+// than ErrReqReachLimit makes plain rpcx close the connection (every call
+// on it fails); the batch path refuses only that entry, with the hook's
+// error text, and the lane goes on.
+func TestHookErrorsAsPlain(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	ps := newPlainServer(t)
+	ps.Plugins.Add(refusingPlugin{})
+	pc := plainClient(t, serve(t, ps))
+	var r testsvc.Reply
+	require.NoError(t, pc.Call(ridCtx(ctx, "ok"), "Arith", "Mul", &testsvc.Args{A: 6, B: 7}, &r))
+	assert.Equal(t, 42, r.C)
+	errPlain := pc.Call(ridCtx(ctx, "refuse"), "Arith", "Mul", &testsvc.Args{A: 6, B: 7}, &r)
+	require.Error(t, errPlain)
+	t.Logf("plain rpcx, refused: %v", errPlain)
+
+	bs, _ := newServer(t)
+	bs.Plugins.Add(refusingPlugin{})
+	addr := serve(t, bs)
+	c := newClient(t, batchclient.WithLanes(1))
+	waitConnected(t, c, addr)
+	require.NoError(t, c.Call(ridCtx(ctx, "ok"), addr, "Arith", "Mul", &testsvc.Args{A: 6, B: 7}, &r))
+	assert.Equal(t, 42, r.C)
+	errBatch := c.Call(ridCtx(ctx, "refuse"), addr, "Arith", "Mul", &testsvc.Args{A: 6, B: 7}, &r)
+	require.Error(t, errBatch)
+	assert.Equal(t, errRefusedByPlugin.Error(), errBatch.Error())
+	r = testsvc.Reply{}
+	require.NoError(t, c.Call(ridCtx(ctx, "ok"), addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 3}, &r))
+	assert.Equal(t, 6, r.C)
+	assert.Equal(t, batchclient.Connected, c.Info(addr).Status)
 }
