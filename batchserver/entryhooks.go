@@ -139,6 +139,11 @@ func (p *Plugin) reply(c *conn, ec *entryCtx, e *codec.Entry, payload []byte, er
 		}()
 		rp = replyOf(e.ID, res)
 	}
+	if hs&hookPostWrite != 0 && len(rp.Payload) > 0 {
+		// The writer recycles the payload it wrote, and PostWriteResponse
+		// may still read res.Payload: the writer gets a copy.
+		rp.Payload = append(c.replyBufs.get(), rp.Payload...)
+	}
 	c.queueReply(rp)
 	if hs&hookPostWrite != 0 {
 		defer p.recoverHook("PostWriteResponse", ec.req)
