@@ -2,6 +2,7 @@ package batchserver
 
 import (
 	"sync"
+	"time"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
 )
@@ -20,17 +21,19 @@ type sendQueue struct {
 	running bool
 }
 
-// sendItem is one send entry and its context.
+// sendItem is one send entry, its context (nil until it runs, when the
+// server has no request hooks) and when its frame arrived.
 type sendItem struct {
-	ec *entryCtx
-	e  *codec.Entry
+	ec      *entryCtx
+	e       *codec.Entry
+	arrived time.Time
 }
 
 // queueSend appends a send entry to the connection's queue.
-func (c *conn) queueSend(ec *entryCtx, e *codec.Entry) {
+func (c *conn) queueSend(it sendItem) {
 	q := &c.sends
 	q.mu.Lock()
-	q.items = append(q.items, sendItem{ec: ec, e: e})
+	q.items = append(q.items, it)
 	start := !q.running
 	q.running = true
 	q.mu.Unlock()
@@ -53,7 +56,11 @@ func (c *conn) runSends() {
 		q.items, q.spare = q.spare[:0], nil
 		q.mu.Unlock()
 		for i := range batch {
-			c.p.runSend(c, batch[i].ec, batch[i].e)
+			it := &batch[i]
+			if it.ec == nil {
+				it.ec = entryContext(c, it.e, it.arrived)
+			}
+			c.p.runSend(c, it.ec, it.e)
 			c.credit()
 			batch[i] = sendItem{}
 		}

@@ -31,11 +31,16 @@ const (
 type task struct {
 	c  *conn
 	e  *codec.Entry
-	ec *entryCtx
+	ec *entryCtx // nil until it runs, when the server has no request hooks
+	// arrived is when the entry's frame was read.
+	arrived time.Time
 }
 
 // run runs the task on a worker, with the worker's own codec.
 func (t task) run(fc *fastcodec.Codec) {
+	if t.ec == nil {
+		t.ec = entryContext(t.c, t.e, t.arrived)
+	}
 	t.c.p.runCall(t.c, t.ec, t.e, fc)
 	if t.e.Kind == codec.KindCast {
 		t.c.credit()
