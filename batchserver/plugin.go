@@ -20,9 +20,10 @@ import (
 
 // SendHandler receives the payload of every send entry addressed to the name
 // it was registered under. Sends from one lane (and so from one sender key)
-// are delivered one after another in the order they were sent, on the
-// connection's delivery path: a slow handler delays the later entries of that
-// lane, so hand long work to a goroutine of your own.
+// are delivered one after another in the order they were sent, on a
+// goroutine the connection keeps for its sends: a slow handler delays the
+// later sends of that lane (never its calls and casts), so hand long work
+// to a goroutine of your own.
 type SendHandler func(ctx context.Context, payload []byte)
 
 // Plugin is the batch server plugin of one rpcx server.
