@@ -36,8 +36,8 @@ func entryContext(c *conn, e *codec.Entry, arrived time.Time) *entryCtx {
 // runCall runs one call or cast entry the way rpcx runs a request: auth,
 // PreHandleRequest plugins, lookup, decode, PreCall plugins, the method,
 // PostCall plugins, encode. A call's outcome goes back as a reply (through
-// the write hooks); a cast's is only counted. ec was made when the entry's
-// frame was delivered, and its read hooks have run.
+// the write hooks); a cast's is only counted. The entry's read hooks, if
+// any, have run on the delivery path.
 func (p *Plugin) runCall(c *conn, ec *entryCtx, e *codec.Entry, fc *fastcodec.Codec) {
 	defer ec.end()
 	var dst []byte
