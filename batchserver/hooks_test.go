@@ -520,3 +520,62 @@ func TestHookErrorsAsPlain(t *testing.T) {
 	assert.Equal(t, 6, r.C)
 	assert.Equal(t, batchclient.Connected, c.Info(addr).Status)
 }
+
+// replyChecker checks, in PostWriteResponse, that the response message
+// carries the reply to its own request: Arith.Mul's product of the
+// request's arguments.
+type replyChecker struct {
+	seen, wrong atomic.Int64
+}
+
+func (rc *replyChecker) PostWriteResponse(_ context.Context, req, res *protocol.Message, _ error) error {
+	if req.ServicePath != "Arith" {
+		return nil
+	}
+	rc.seen.Add(1)
+	var a testsvc.Args
+	var r testsvc.Reply
+	codec := share.Codecs[res.SerializeType()]
+	if codec == nil || codec.Decode(req.Payload, &a) != nil || codec.Decode(res.Payload, &r) != nil || r.C != a.A*a.B {
+		rc.wrong.Add(1)
+	}
+	return nil
+}
+
+// TestWriteHooksSeeEachReply: under concurrent calls, the response message
+// a PostWriteResponse hook gets holds that call's reply, intact after the
+// reply was written (the reply buffers are recycled), on both paths.
+func TestWriteHooksSeeEachReply(t *testing.T) {
+	const n = 500
+	ctx := ctxT(t, 20*time.Second)
+
+	ps := newPlainServer(t)
+	plainRC := new(replyChecker)
+	ps.Plugins.Add(plainRC)
+	pc := plainClient(t, serve(t, ps))
+	concurrently(t, n, func(i int) error {
+		var r testsvc.Reply
+		return pc.Call(ctx, "Arith", "Mul", &testsvc.Args{A: i, B: 3}, &r)
+	})
+
+	bs, _ := newServer(t)
+	batchRC := new(replyChecker)
+	bs.Plugins.Add(batchRC)
+	addr := serve(t, bs)
+	c := newClient(t, batchclient.WithLanes(2))
+	waitConnected(t, c, addr)
+	concurrently(t, n, func(i int) error {
+		var r testsvc.Reply
+		if err := c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: i, B: 3}, &r); err != nil {
+			return err
+		}
+		if r.C != 3*i {
+			return fmt.Errorf("call %d: got %d", i, r.C)
+		}
+		return nil
+	})
+	require.True(t, eventually(5*time.Second, func() bool { return batchRC.seen.Load() == n }), "batch: %d of %d seen", batchRC.seen.Load(), n)
+	assert.Equal(t, int64(n), plainRC.seen.Load())
+	assert.Zero(t, plainRC.wrong.Load())
+	assert.Zero(t, batchRC.wrong.Load())
+}
