@@ -12,6 +12,7 @@ import (
 
 	"github.com/smallnest/rpcx/protocol"
 	"github.com/smallnest/rpcx/server"
+	"github.com/smallnest/rpcx/serverplugin"
 	"github.com/smallnest/rpcx/share"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -74,7 +75,7 @@ func TestReqRateLimitingSameAsPlain(t *testing.T) {
 	}
 
 	ps := newPlainServer(t)
-	ps.Plugins.Add(NewReqRateLimitingPlugin(time.Hour, limit, false))
+	ps.Plugins.Add(serverplugin.NewReqRateLimitingPlugin(time.Hour, limit, false))
 	pc := plainClient(t, serve(t, ps))
 	okPlain, refusedPlain := run(func(ctx context.Context) error {
 		var r testsvc.Reply
@@ -82,7 +83,7 @@ func TestReqRateLimitingSameAsPlain(t *testing.T) {
 	})
 
 	bs, _ := newServer(t)
-	bs.Plugins.Add(NewReqRateLimitingPlugin(time.Hour, limit, false))
+	bs.Plugins.Add(serverplugin.NewReqRateLimitingPlugin(time.Hour, limit, false))
 	addr := serve(t, bs)
 	c := newClient(t, batchclient.WithLanes(2))
 	waitConnected(t, c, addr)
@@ -113,7 +114,7 @@ func TestReqRateLimitingCastsAndSends(t *testing.T) {
 	plainCounter := new(Counter)
 	require.NoError(t, ps.RegisterName("Counter", plainCounter, ""))
 	plainRefused := new(refusalCounter)
-	ps.Plugins.Add(NewReqRateLimitingPlugin(time.Hour, limit, false))
+	ps.Plugins.Add(serverplugin.NewReqRateLimitingPlugin(time.Hour, limit, false))
 	ps.Plugins.Add(plainRefused)
 	pc := plainClient(t, serve(t, ps))
 	for i := 0; i < n; i++ {
@@ -130,7 +131,7 @@ func TestReqRateLimitingCastsAndSends(t *testing.T) {
 	bp, err := batchserver.New(bs)
 	require.NoError(t, err)
 	batchRefused := new(refusalCounter)
-	bs.Plugins.Add(NewReqRateLimitingPlugin(time.Hour, limit, false))
+	bs.Plugins.Add(serverplugin.NewReqRateLimitingPlugin(time.Hour, limit, false))
 	bs.Plugins.Add(batchRefused)
 	var sent atomic.Int64
 	require.NoError(t, bp.HandleSend("inbox", func(context.Context, []byte) { sent.Add(1) }))
@@ -162,8 +163,8 @@ func TestReqRateLimitingCastsAndSends(t *testing.T) {
 // request's.
 func TestAliasPluginSameAsPlain(t *testing.T) {
 	ctx := ctxT(t, 10*time.Second)
-	alias := func() *AliasPlugin {
-		a := NewAliasPlugin()
+	alias := func() *serverplugin.AliasPlugin {
+		a := serverplugin.NewAliasPlugin()
 		a.Alias("Calc", "Times", "Arith", "Mul")
 		a.Alias("Tally", "Bump", "Counter", "Inc")
 		a.Alias("letters", "", "inbox", "")
