@@ -43,6 +43,9 @@ type Client struct {
 	peers   map[string]*peer
 	stopped map[string]*client.Client // plain clients of stopped addresses, made on first use
 	closed  atomic.Bool               // set under mu; read without it on the call path
+
+	// push holds the channels of server-pushed messages (see push.go).
+	push pushTable
 }
 
 // New returns a Client; it connects to an address on first use or Start.
@@ -280,7 +283,7 @@ func (c *Client) stoppedPlain(addr string) (*client.Client, error) {
 	// Dialled without the lock: a slow connect must not hold up calls to
 	// other addresses.
 	network, host := splitAddr(addr)
-	fresh := client.NewClient(c.opts.RPCX)
+	fresh := c.newPlainClient(addr)
 	if err := fresh.Connect(network, host); err != nil {
 		return nil, err
 	}

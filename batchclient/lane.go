@@ -80,6 +80,7 @@ const maxKeptPayload = 4 << 10
 // has anything, as one frame with one write.
 type lane struct {
 	c    *Client
+	addr string // the address as the client's table knows it
 	conn net.Conn
 	hs   codec.Handshake
 	// caps are the client's, lowered to the server's.
@@ -115,9 +116,9 @@ type lane struct {
 	wg       sync.WaitGroup
 }
 
-func newLane(c *Client, conn net.Conn, hs codec.Handshake, down chan<- struct{}) *lane {
+func newLane(c *Client, addr string, conn net.Conn, hs codec.Handshake, down chan<- struct{}) *lane {
 	l := &lane{
-		c: c, conn: conn, hs: hs, down: down,
+		c: c, addr: addr, conn: conn, hs: hs, down: down,
 		batchCap:   min(c.opts.BatchCap, hs.BatchCap),
 		frameBytes: min(c.opts.MaxFrameBytes, hs.MaxFrameBytes),
 		window:     hs.Window,
@@ -685,6 +686,8 @@ func (l *lane) readLoop() {
 			// to close the connection.
 			l.fail(fmt.Errorf("%w: server refused a frame: %s", ErrConnection, msg.Metadata[protocol.ServiceError]))
 			return
+		case isPush(&msg):
+			l.pushed(&msg) // a handler's Server.SendMessage (push.go)
 		}
 	}
 }

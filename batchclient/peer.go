@@ -223,6 +223,7 @@ func (p *peer) run() {
 		for _, l := range lanes {
 			l.close(why)
 		}
+		p.c.pushLost(p.key, lanes[0].conn.RemoteAddr(), why)
 		if dead == nil {
 			p.setState(stateStopped, nil, ErrStopped)
 			return
@@ -260,7 +261,7 @@ func (p *peer) connect() ([]*lane, error) {
 	if n == 0 {
 		n = hs.PoolSize
 	}
-	lanes := []*lane{newLane(p.c, conn, hs, p.laneDown)}
+	lanes := []*lane{newLane(p.c, p.key, conn, hs, p.laneDown)}
 	for len(lanes) < n {
 		conn, hs2, err := p.dial()
 		if err == nil && hs2.Incarnation != hs.Incarnation {
@@ -273,7 +274,7 @@ func (p *peer) connect() ([]*lane, error) {
 			}
 			return nil, err
 		}
-		lanes = append(lanes, newLane(p.c, conn, hs2, p.laneDown))
+		lanes = append(lanes, newLane(p.c, p.key, conn, hs2, p.laneDown))
 	}
 	return lanes, nil
 }
@@ -445,7 +446,7 @@ func (p *peer) usePlain() (plainRef, error) {
 		default:
 		}
 	}
-	pc := client.NewClient(p.c.opts.RPCX)
+	pc := p.c.newPlainClient(p.key)
 	if err := pc.Connect(p.network, p.addr); err != nil {
 		return plainRef{}, err
 	}

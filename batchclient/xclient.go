@@ -36,6 +36,12 @@ var networkSeq atomic.Uint64
 // NewXClient panics when opts are invalid, as that is a programming error;
 // the error is the one New would return.
 func NewXClient(servicePath string, failMode client.FailMode, selectMode client.SelectMode, discovery client.ServiceDiscovery, option client.Option, opts ...Option) client.XClient {
+	return newOwnedXClient(servicePath, failMode, selectMode, discovery, option, nil, opts)
+}
+
+// newOwnedXClient builds an XClient over a Client of its own, made from
+// option and opts; ch is the bidirectional channel, or nil.
+func newOwnedXClient(servicePath string, failMode client.FailMode, selectMode client.SelectMode, discovery client.ServiceDiscovery, option client.Option, ch chan<- *protocol.Message, opts []Option) client.XClient {
 	all := append([]Option{WithRPCXOption(option), WithSerializeType(option.SerializeType)}, opts...)
 	if option.TLSConfig != nil {
 		all = append(all, WithTLS(option.TLSConfig))
@@ -44,7 +50,7 @@ func NewXClient(servicePath string, failMode client.FailMode, selectMode client.
 	if err != nil {
 		panic(err)
 	}
-	xc := NewXClientWith(bc, servicePath, failMode, selectMode, discovery, option).(*xClient)
+	xc := newXClientWith(bc, servicePath, failMode, selectMode, discovery, option, ch)
 	xc.ownsClient = true
 	return xc
 }
@@ -52,11 +58,23 @@ func NewXClient(servicePath string, failMode client.FailMode, selectMode client.
 // NewXClientWith is NewXClient over an existing Client, which the XClient
 // does not close.
 func NewXClientWith(bc *Client, servicePath string, failMode client.FailMode, selectMode client.SelectMode, discovery client.ServiceDiscovery, option client.Option) client.XClient {
+	return newXClientWith(bc, servicePath, failMode, selectMode, discovery, option, nil)
+}
+
+// newXClientWith builds the XClient over bc; ch is the bidirectional
+// channel, or nil.
+func newXClientWith(bc *Client, servicePath string, failMode client.FailMode, selectMode client.SelectMode, discovery client.ServiceDiscovery, option client.Option, ch chan<- *protocol.Message) *xClient {
 	network := fmt.Sprintf("rpcxbatch%d", networkSeq.Add(1))
 	b := &builder{bc: bc, cache: make(map[string]client.RPCClient)}
 	client.RegisterCacheClientBuilder(network, b)
 	d := newBatchDiscovery(discovery, network)
-	return &xClient{XClient: client.NewXClient(servicePath, failMode, selectMode, d, option), bc: bc, disc: d, b: b}
+	var inner client.XClient
+	if ch != nil {
+		inner = client.NewBidirectionalXClient(servicePath, failMode, selectMode, d, option, ch)
+	} else {
+		inner = client.NewXClient(servicePath, failMode, selectMode, d, option)
+	}
+	return &xClient{XClient: inner, bc: bc, disc: d, b: b}
 }
 
 // xClient is rpcx's own XClient over a discovery that points its tcp
@@ -188,12 +206,17 @@ func (r *rpcClient) Close() error {
 
 func (r *rpcClient) RemoteAddr() string { return r.addr }
 
-// RegisterServerMessageChan is accepted and ignored: lanes carry no
-// server-pushed messages other than replies.
-func (r *rpcClient) RegisterServerMessageChan(chan<- *protocol.Message) {}
+// RegisterServerMessageChan makes ch receive the messages the server
+// pushes on the lanes (or the plain connection) to this address; rpcx's
+// XClient calls it with its bidirectional channel, nil for none.
+func (r *rpcClient) RegisterServerMessageChan(ch chan<- *protocol.Message) {
+	r.bc.push.register(r.addr, r, ch)
+}
 
-// UnregisterServerMessageChan is a no-op, as RegisterServerMessageChan.
-func (r *rpcClient) UnregisterServerMessageChan() {}
+// UnregisterServerMessageChan removes the channel this RPCClient
+// registered; one registered since by another XClient on the same Client
+// stays.
+func (r *rpcClient) UnregisterServerMessageChan() { r.bc.push.register(r.addr, r, nil) }
 
 func (r *rpcClient) IsClosing() bool { return r.closed.Load() || r.bc.isClosed() }
 

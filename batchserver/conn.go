@@ -340,9 +340,13 @@ func (c *conn) writeFrame(replies []codec.Reply, credits int64) error {
 		c.buf = b
 	}
 	c.c.SetWriteDeadline(time.Now().Add(c.p.opts.WriteTimeout))
-	_, err := c.c.Write(b)
+	if _, err := c.c.Write(b); err != nil {
+		// Closed before the deadline is cleared: see pushes.go.
+		c.c.Close()
+		return err
+	}
 	// rpcx writes heartbeats and errors on this conn too, and without a write
 	// timeout of its own it never sets a deadline: clear ours.
 	c.c.SetWriteDeadline(time.Time{})
-	return err
+	return nil
 }

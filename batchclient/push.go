@@ -1,0 +1,185 @@
+package batchclient
+
+import (
+	"bytes"
+	"net"
+	"sync"
+
+	metrics "github.com/rcrowley/go-metrics"
+	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/log"
+	"github.com/smallnest/rpcx/protocol"
+
+	"github.com/rpcxbatch/rpcxbatch/codec"
+)
+
+// Server push (rpcx's bidirectional mode). A handler pushes with
+// Server.SendMessage on the connection its request came in on; on the batch
+// path that is one lane, whose reader hands every server-pushed message
+// that is not the plugin's own (reply frames and credits) to the channel
+// registered for the lane's address. The rules are rpcx's (client/client.go,
+// handleServerRequest): a full channel drops the message with rpcx's
+// warning, unless the rpcx option's BidirectionalBlock is set, in which case
+// the lane's reader waits for room (and the lane's replies wait with it, as
+// a plain connection's do); a closed channel is unregistered with rpcx's
+// error; with no channel, the option's NilCallServerMessageHandler gets it.
+// When the lane pool of an address is lost, the channel gets one message of
+// status Error whose metadata holds the cause and "server", as rpcx sends
+// for a lost connection.
+
+// pushSink is the channel registered for one address, and who registered
+// it: an XClient's rpcClient, or the Client itself.
+type pushSink struct {
+	owner any
+	ch    chan<- *protocol.Message
+}
+
+// pushTable holds the channels server-pushed messages go to, by address.
+type pushTable struct {
+	mu    sync.RWMutex
+	sinks map[string]pushSink
+}
+
+// RegisterServerMessageChan makes ch receive the messages the server at
+// addr pushes (rpcx's Server.SendMessage from a handler running a call of
+// this client), exactly as rpcx's Client.RegisterServerMessageChan does for
+// one connection; it replaces the channel registered for addr before.
+// Register before the first call to addr: a plain rpcx connection (a
+// server without the batch plugin) takes the channel registered when it is
+// made.
+func (c *Client) RegisterServerMessageChan(addr string, ch chan<- *protocol.Message) {
+	c.push.register(addr, c, ch)
+}
+
+// UnregisterServerMessageChan stops delivering the messages pushed by the
+// server at addr to the channel RegisterServerMessageChan registered.
+func (c *Client) UnregisterServerMessageChan(addr string) {
+	c.push.register(addr, c, nil)
+}
+
+// register sets the channel of addr; a nil ch removes it if owner set it.
+// rpcx's XClient registers its channel (nil for one not bidirectional) on
+// every RPCClient it makes, so an XClient without a channel must not take
+// away the channel of another XClient sharing the Client.
+func (t *pushTable) register(addr string, owner any, ch chan<- *protocol.Message) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if ch == nil {
+		if t.sinks[addr].owner == owner {
+			delete(t.sinks, addr)
+		}
+		return
+	}
+	if t.sinks == nil {
+		t.sinks = make(map[string]pushSink)
+	}
+	t.sinks[addr] = pushSink{owner: owner, ch: ch}
+}
+
+func (t *pushTable) sink(addr string) pushSink {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.sinks[addr]
+}
+
+// newPlainClient makes the rpcx client of a server without the batch
+// plugin, with the channel registered for addr: there rpcx's own mechanism
+// delivers the server's pushes. The channel is set before the client
+// connects, as its reader reads it unsynchronised.
+func (c *Client) newPlainClient(addr string) *client.Client {
+	pc := client.NewClient(c.opts.RPCX)
+	if s := c.push.sink(addr); s.ch != nil {
+		pc.RegisterServerMessageChan(s.ch)
+	}
+	return pc
+}
+
+// isPush reports whether msg is a server-pushed message for the user, by
+// rpcx's test (a oneway request that is not a heartbeat), leaving out the
+// plugin's own messages.
+func isPush(msg *codec.Message) bool {
+	h := &msg.Header
+	return h.MessageType() == protocol.Request && h.IsOneway() && !h.IsHeartbeat() && msg.ServicePath != codec.ServicePath
+}
+
+// pushed delivers a message the server pushed on the lane.
+func (l *lane) pushed(msg *codec.Message) {
+	s := l.c.push.sink(l.addr)
+	handler := l.c.opts.RPCX.NilCallServerMessageHandler
+	if s.ch == nil && handler == nil {
+		return // rpcx drops it too
+	}
+	m, err := rpcxMessage(msg)
+	if err != nil {
+		log.Warnf("rpcxbatch: dropping a message pushed by %s: %v", l.addr, err)
+		return
+	}
+	if s.ch == nil {
+		handler(m)
+		return
+	}
+	l.c.deliverPush(l.addr, s, m, l.c.opts.RPCX.BidirectionalBlock, l.dead)
+}
+
+// rpcxMessage turns msg (whose fields alias the lane's read buffer) into
+// the *protocol.Message rpcx's own reader would have made of the same
+// bytes: it is encoded again and decoded by rpcx.
+func rpcxMessage(msg *codec.Message) (*protocol.Message, error) {
+	h := msg.Header
+	// The payload is already decompressed.
+	h.SetCompressType(protocol.None)
+	b := codec.AppendMessage(nil, &h, msg.ServicePath, msg.ServiceMethod, msg.Metadata, msg.Payload)
+	m := protocol.NewMessage()
+	if err := m.Decode(bytes.NewReader(b)); err != nil {
+		return nil, err
+	}
+	// rpcx decodes the compress type as it was sent.
+	m.SetCompressType(msg.Header.CompressType())
+	return m, nil
+}
+
+// deliver hands m to s's channel by rpcx's rules. block is the option's
+// BidirectionalBlock; a blocked delivery gives up when stop closes.
+func (c *Client) deliverPush(addr string, s pushSink, m *protocol.Message, block bool, stop <-chan struct{}) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.Errorf("ServerMessageChan may be closed so client remove it. Please add it again if you want to handle server requests. error is %v", p)
+			c.push.mu.Lock()
+			if c.push.sinks[addr].ch == s.ch {
+				delete(c.push.sinks, addr)
+			}
+			c.push.mu.Unlock()
+		}
+	}()
+	if block {
+		select {
+		case s.ch <- m:
+		case <-stop:
+		}
+		return
+	}
+	select {
+	case s.ch <- m:
+	default:
+		metrics.GetOrRegisterCounter("rpcxbatch.client.errors.push_dropped", c.opts.Registry).Inc(1)
+		log.Warnf("ServerMessageChan may be full so the server request %d has been dropped", m.Seq())
+	}
+}
+
+// lost tells the channel of addr, if any, that its lane pool to server is
+// gone, with the message rpcx sends when a connection is lost. It never
+// waits: a pool is torn down on Close and Stop too, and nothing would read.
+func (c *Client) pushLost(addr string, server net.Addr, cause error) {
+	s := c.push.sink(addr)
+	if s.ch == nil {
+		return
+	}
+	m := protocol.NewMessage()
+	m.SetMessageType(protocol.Request)
+	m.SetMessageStatusType(protocol.Error)
+	m.Metadata = map[string]string{"server": server.String()}
+	if cause != nil {
+		m.Metadata[protocol.ServiceError] = cause.Error()
+	}
+	c.deliverPush(addr, s, m, false, nil)
+}
