@@ -152,6 +152,10 @@ func (c *Client) deliverPush(addr string, s pushSink, m *protocol.Message, block
 		}
 	}()
 	if block {
+		// The reader waits here and hears nothing meanwhile; the lane is
+		// not taken for frozen, as the server's answers to the writer's
+		// heartbeats lie unread on the socket (lane.heartbeat looks). A
+		// peer that freezes meanwhile fails the lane, which ends the wait.
 		select {
 		case s.ch <- m:
 		case <-stop:
