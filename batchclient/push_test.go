@@ -325,6 +325,16 @@ func TestPushClientRegister(t *testing.T) {
 	<-ch
 	require.NoError(t, c.Call(ctxT(t, 10*time.Second), addr, "Pusher", "Push", &testsvc.PushArgs{N: 3, Tag: "c"}, &reply))
 	assert.Len(t, ch, 0, "unregistered: nothing delivered")
+
+	// A full channel: what does not fit is dropped and counted.
+	small := make(chan *protocol.Message, 1)
+	c.RegisterServerMessageChan(addr, small)
+	require.NoError(t, c.Call(ctxT(t, 10*time.Second), addr, "Pusher", "Push", &testsvc.PushArgs{N: 3, Tag: "d"}, &reply))
+	require.Len(t, small, 1)
+	assert.Equal(t, "0", (<-small).Metadata["i"])
+	dropped, _ := c.Metrics().Get("rpcxbatch.client.errors.push_dropped").(interface{ Count() int64 })
+	require.NotNil(t, dropped)
+	assert.Equal(t, int64(2), dropped.Count())
 }
 
 // servePusherAt serves Pusher with the batch plugin at addr.
