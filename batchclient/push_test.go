@@ -208,6 +208,7 @@ func TestPushUnderLoad(t *testing.T) {
 		opt := client.DefaultOption
 		xc := newPushXClient(t, path, addr, opt, ch)
 		ctx := ctxT(t, 60*time.Second)
+		start := time.Now()
 		concurrently(t, goroutines, func(g int) error {
 			for c := 0; c < calls; c++ {
 				tag := fmt.Sprintf("g%d-c%d", g, c)
@@ -228,6 +229,7 @@ func TestPushUnderLoad(t *testing.T) {
 			}
 			return nil
 		})
+		t.Logf("%s: %d calls, %d pushes in %v", path.name, 2*goroutines*calls, len(ch), time.Since(start).Round(time.Millisecond))
 		seen := map[string]int{}
 		for len(ch) > 0 {
 			m := <-ch
