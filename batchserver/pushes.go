@@ -30,3 +30,8 @@ package batchserver
 // clears its deadline, so no later message is written after the cut one
 // (with the deadline passed, every Write fails without writing) and the
 // client sees the connection end, not a corrupt message.
+//
+// rpcx's own server option WithWriteTimeout sets deadlines of its own on
+// the same connection for its responses and heartbeats, and rpcx does not
+// close a connection after a failed write; a push cut short by one of
+// those is rpcx's case, the same on a plain connection.
