@@ -11,7 +11,7 @@ type clientMetrics struct {
 	queueDepth                      metrics.Gauge
 	errOverload, errConn, errStale  metrics.Counter
 	errService, errDown, errTimeout metrics.Counter
-	errCodec                        metrics.Counter
+	errCodec, errPushDropped        metrics.Counter
 }
 
 func newClientMetrics(r metrics.Registry) *clientMetrics {
@@ -23,6 +23,6 @@ func newClientMetrics(r metrics.Registry) *clientMetrics {
 		queueDepth:  metrics.GetOrRegisterGauge("rpcxbatch.client.queue_depth", r),
 		errOverload: c("errors.overload"), errConn: c("errors.connection"), errStale: c("errors.stale_incarnation"),
 		errService: c("errors.service"), errDown: c("errors.peer_down"), errTimeout: c("errors.timeout"),
-		errCodec: c("errors.codec"),
+		errCodec: c("errors.codec"), errPushDropped: c("errors.push_dropped"),
 	}
 }

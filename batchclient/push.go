@@ -5,7 +5,6 @@ import (
 	"net"
 	"sync"
 
-	metrics "github.com/rcrowley/go-metrics"
 	"github.com/smallnest/rpcx/client"
 	"github.com/smallnest/rpcx/log"
 	"github.com/smallnest/rpcx/protocol"
@@ -165,7 +164,7 @@ func (c *Client) deliverPush(addr string, s pushSink, m *protocol.Message, block
 	select {
 	case s.ch <- m:
 	default:
-		metrics.GetOrRegisterCounter("rpcxbatch.client.errors.push_dropped", c.opts.Registry).Inc(1)
+		c.metrics.errPushDropped.Inc(1)
 		log.Warnf("ServerMessageChan may be full so the server request %d has been dropped", m.Seq())
 	}
 }
