@@ -17,9 +17,10 @@ import (
 // one message of status Error, as rpcx does for a lost connection.
 //
 // The XClient owns its Client, so its lanes, and the pushes on them, are
-// its alone. On a Client shared with NewXClientWith, pushes arrive on the
-// channel registered last for the server's address, whichever XClient's
-// call they answer: give each bidirectional XClient a Client of its own.
+// its alone. XClients sharing a Client (NewXClientWith) share its lanes:
+// there, register a channel on the Client (Client.RegisterServerMessageChan)
+// and it receives the pushes of every call to that address, whichever
+// XClient made it.
 func NewBidirectionalXClient(servicePath string, failMode client.FailMode, selectMode client.SelectMode, discovery client.ServiceDiscovery, option client.Option, serverMessageChan chan<- *protocol.Message, opts ...Option) client.XClient {
 	return newOwnedXClient(servicePath, failMode, selectMode, discovery, option, serverMessageChan, opts)
 }

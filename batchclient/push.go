@@ -27,7 +27,7 @@ import (
 // for a lost connection.
 
 // pushSink is the channel registered for one address, and who registered
-// it: an XClient's rpcClient, or the Client itself.
+// it: an XClient (its builder), or the Client itself.
 type pushSink struct {
 	owner any
 	ch    chan<- *protocol.Message
@@ -73,6 +73,17 @@ func (t *pushTable) register(addr string, owner any, ch chan<- *protocol.Message
 		t.sinks = make(map[string]pushSink)
 	}
 	t.sinks[addr] = pushSink{owner: owner, ch: ch}
+}
+
+// dropOwner removes every channel owner registered.
+func (t *pushTable) dropOwner(owner any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for addr, s := range t.sinks {
+		if s.owner == owner {
+			delete(t.sinks, addr)
+		}
+	}
 }
 
 func (t *pushTable) sink(addr string) pushSink {

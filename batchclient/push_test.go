@@ -385,3 +385,26 @@ func TestPushBlockedReaderKeepsLane(t *testing.T) {
 		t.Fatal("the call did not return")
 	}
 }
+
+// XClients sharing a Client share its lanes: the channel registered on the
+// Client gets the pushes of their calls, and an XClient without a channel
+// (rpcx registers nil for it) does not take the Client's away.
+func TestPushSharedClient(t *testing.T) {
+	addr, _, _ := newPushServer(t, false)
+	c := newClient(t)
+	ch := make(chan *protocol.Message, 8)
+	c.RegisterServerMessageChan(addr, ch)
+	d, err := client.NewPeer2PeerDiscovery("tcp@"+addr, "")
+	require.NoError(t, err)
+	xc := batchclient.NewXClientWith(c, "Pusher", client.Failtry, client.RoundRobin, d, client.DefaultOption)
+	var reply testsvc.PushReply
+	require.NoError(t, xc.Call(ctxT(t, 10*time.Second), "Push", &testsvc.PushArgs{N: 2, Tag: "s"}, &reply))
+	require.NoError(t, xc.Close())
+	require.Len(t, ch, 2)
+	assert.Equal(t, "s", (<-ch).Metadata["tag"])
+	assert.Equal(t, "s", (<-ch).Metadata["tag"])
+	// The closed XClient took nothing of the Client's with it.
+	require.NoError(t, c.Call(ctxT(t, 10*time.Second), addr, "Pusher", "Push", &testsvc.PushArgs{N: 1, Tag: "after"}, &reply))
+	require.Len(t, ch, 1)
+	assert.Equal(t, "after", (<-ch).Metadata["tag"])
+}

@@ -103,8 +103,12 @@ func (x *xClient) Close() error {
 	// empty ours so that all it holds after Close is its name.
 	x.b.release()
 	if x.ownsClient {
+		// Its lanes' end reaches the channel as rpcx's lost-connection
+		// message, as when rpcx's XClient closes its connections.
 		x.bc.Close()
 	}
+	// Nothing more goes to the channel of a closed XClient.
+	x.bc.push.dropOwner(x.b)
 	return err
 }
 
@@ -143,7 +147,7 @@ func (b *builder) GenerateClient(k, _, _ string) (client.RPCClient, error) {
 	if bc == nil {
 		return nil, ErrClosed
 	}
-	rc := &rpcClient{bc: bc, addr: hostport}
+	rc := &rpcClient{bc: bc, addr: hostport, owner: b}
 	if err := bc.Start(hostport); err != nil {
 		return nil, err
 	}
@@ -162,8 +166,11 @@ func (b *builder) release() {
 // so closing it (rpcx does so after some errors) does not tear the pool
 // down; the pool reconnects by itself.
 type rpcClient struct {
-	bc     *Client
-	addr   string
+	bc   *Client
+	addr string
+	// owner is the builder of the XClient this RPCClient serves: the
+	// server-message channel registered through it is that XClient's.
+	owner  *builder
 	closed atomic.Bool
 }
 
@@ -210,13 +217,13 @@ func (r *rpcClient) RemoteAddr() string { return r.addr }
 // pushes on the lanes (or the plain connection) to this address; rpcx's
 // XClient calls it with its bidirectional channel, nil for none.
 func (r *rpcClient) RegisterServerMessageChan(ch chan<- *protocol.Message) {
-	r.bc.push.register(r.addr, r, ch)
+	r.bc.push.register(r.addr, r.owner, ch)
 }
 
-// UnregisterServerMessageChan removes the channel this RPCClient
-// registered; one registered since by another XClient on the same Client
-// stays.
-func (r *rpcClient) UnregisterServerMessageChan() { r.bc.push.register(r.addr, r, nil) }
+// UnregisterServerMessageChan removes the channel this RPCClient's XClient
+// registered for the address; one registered since by another XClient on
+// the same Client stays.
+func (r *rpcClient) UnregisterServerMessageChan() { r.bc.push.register(r.addr, r.owner, nil) }
 
 func (r *rpcClient) IsClosing() bool { return r.closed.Load() || r.bc.isClosed() }
 
