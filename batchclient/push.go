@@ -59,7 +59,7 @@ func (c *Client) UnregisterServerMessageChan(addr string) {
 // register sets the channel of addr; a nil ch removes it if owner set it.
 // rpcx's XClient registers its channel (nil for one not bidirectional) on
 // every RPCClient it makes, so an XClient without a channel must not take
-// away the channel of another XClient sharing the Client.
+// away a channel the Client (or another XClient) registered.
 func (t *pushTable) register(addr string, owner any, ch chan<- *protocol.Message) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
