@@ -64,6 +64,8 @@ type conn struct {
 	writing bool
 	broken  bool
 	buf     []byte
+	// drainNotice asks the writer for a drain notice (see shutdown.go).
+	drainNotice atomic.Bool
 
 	// replyBufs recycles reply payloads; written collects the payloads of
 	// the frame being written (used only by the writer).
@@ -212,8 +214,10 @@ func (c *conn) queuedReplies() int { return int(c.nReply.Load()) }
 // queueReply hands a call's reply to the connection's writer; the reply
 // also gives the call's place in the window back to the lane.
 func (c *conn) queueReply(rp codec.Reply) {
-	c.inflight.Add(-1)
 	c.replyMu.Lock()
+	// Under replyMu, with the reply queued in the same step: a drain that
+	// sees no entry in flight sees its reply (conn.idle).
+	c.inflight.Add(-1)
 	if c.broken {
 		c.replyMu.Unlock()
 		return
@@ -257,7 +261,8 @@ func (c *conn) writeReplies() {
 		c.replyMu.Lock()
 		batch := c.replies
 		credits := c.credits.Swap(0)
-		if len(batch) == 0 && credits == 0 {
+		notice := c.drainNotice.Swap(false)
+		if len(batch) == 0 && credits == 0 && !notice {
 			c.writing = false
 			c.replyMu.Unlock()
 			return
@@ -269,7 +274,7 @@ func (c *conn) writeReplies() {
 		taken := batch
 		for first := true; first || len(batch) > 0; first = false {
 			n := c.fit(batch)
-			if err := c.writeFrame(batch[:n], credits); err != nil {
+			if err := c.writeFrame(batch[:n], credits, notice); err != nil {
 				c.p.metrics.errWrite.Inc(1)
 				logf("rpcxbatch: writing replies to %s: %v", c.c.RemoteAddr(), err)
 				c.replyMu.Lock()
@@ -278,7 +283,7 @@ func (c *conn) writeReplies() {
 				c.c.Close()
 				return
 			}
-			batch, credits = batch[n:], 0
+			batch, credits, notice = batch[n:], 0, false
 		}
 		c.replyMu.Lock()
 		if c.spare == nil {
@@ -302,15 +307,21 @@ func (c *conn) fit(batch []codec.Reply) int {
 	return n
 }
 
-// writeFrame writes a credit message (when credits > 0) and a reply frame
-// (when there are replies) with one Write.
-func (c *conn) writeFrame(replies []codec.Reply, credits int64) error {
+// writeFrame writes a drain notice (when notice), a credit message (when
+// credits > 0) and a reply frame (when there are replies) with one Write.
+func (c *conn) writeFrame(replies []codec.Reply, credits int64, notice bool) error {
 	var h protocol.Header
 	h[0] = protocol.MagicNumber()
 	h.SetMessageType(protocol.Request)
 	h.SetOneway(true)
 	h.SetSerializeType(protocol.SerializeNone)
 	b := c.buf[:0]
+	if notice {
+		var mark codec.MessageMark
+		b, mark = codec.StartMessage(b, &h, codec.ServicePath, codec.MethodDrain, nil)
+		b = codec.AppendDrain(b, c.p.incarnation)
+		codec.FinishMessage(b, mark)
+	}
 	if credits > 0 {
 		var mark codec.MessageMark
 		b, mark = codec.StartMessage(b, &h, codec.ServicePath, codec.MethodCredit, nil)

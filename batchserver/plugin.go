@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metrics "github.com/rcrowley/go-metrics"
@@ -44,6 +45,11 @@ type Plugin struct {
 	hooks *hookContainer
 
 	workers workers
+
+	// rs is the rpcx server's shutdown state; draining is set once its
+	// Shutdown has begun (see shutdown.go).
+	rs       rpcxShutdown
+	draining atomic.Bool
 }
 
 // setMaxMessageLength guards the one write of rpcx's global message cap.
@@ -78,6 +84,9 @@ func New(s *server.Server, opts ...Option) (*Plugin, error) {
 		return p, nil
 	}
 	if p.services, err = newServiceTable(s); err != nil {
+		return nil, err
+	}
+	if p.rs, err = readRPCXShutdown(s); err != nil {
 		return nil, err
 	}
 	// rpcx's cap is one global: set it once, before the first plugin's
@@ -133,9 +142,14 @@ func (p *Plugin) Register(name string, _ any, _ string) error {
 	return nil
 }
 
-// Unregister is rpcx's RegisterPlugin hook for removed services.
+// Unregister is rpcx's RegisterPlugin hook for removed services. rpcx's
+// Shutdown calls it for every service before it stops reading: the plugin
+// then begins to drain (see shutdown.go).
 func (p *Plugin) Unregister(name string) error {
 	p.services.forget(name)
+	if p.rs.shuttingDown() {
+		p.beginDrain()
+	}
 	return nil
 }
 
@@ -167,8 +181,9 @@ func (p *Plugin) HeartbeatRequest(context.Context, *protocol.Message) error {
 }
 
 // Close releases the goroutines the plugin keeps parked for reuse; entries
-// still running finish. rpcx's Shutdown calls it; call it after
-// Server.Close when the process goes on without the server.
+// still running finish. A graceful Shutdown calls it once the plugin has
+// drained; call it after Server.Close when the process goes on without
+// the server.
 func (p *Plugin) Close() error {
 	p.workers.release(true)
 	return nil
@@ -241,6 +256,7 @@ func (p *Plugin) batch(ctx *server.Context) error {
 	p.metrics.frames.Inc(1)
 	p.metrics.batchSize.Update(int64(len(entries)))
 	st.deliver(seq, entries, frameArrived(ctx))
+	p.holdWhileDraining(st)
 	return nil
 }
 

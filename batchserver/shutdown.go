@@ -1,0 +1,179 @@
+package batchserver
+
+import (
+	"fmt"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/smallnest/rpcx/server"
+)
+
+// Graceful shutdown. rpcx v1.9.4's Server.Shutdown sets its inShutdown
+// flag, calls every plugin's Unregister hook (UnregisterAll), closes the
+// listener, stops reading every connection (CloseRead), waits while its
+// count of requests being handled (handlerMsgNum) is above zero, and then
+// closes the connections. A batch frame is one such request, but its
+// handler returns as soon as its entries are handed out: rpcx alone would
+// close the connections under entries still running, and their replies
+// would be lost although their handlers ran.
+//
+// So the plugin drains: when the Unregister hook runs during Shutdown (or,
+// should the hook not run, when a frame arrives during it), it counts
+// itself in handlerMsgNum until every connection has finished its entries
+// and written their replies; a frame that rpcx read before it stopped
+// reading holds its handler, and so rpcx's count, until its connection is
+// idle. Each connection is told with a drain notice (and reminded while
+// the drain lasts), so its lane stops writing frames the server would
+// never read and fails its unsent entries with an error rpcx's Failover
+// retries on another server.
+
+const (
+	// drainPoll is how often a drain looks whether the connections are
+	// idle. Shutdown itself looks once a second (rpcx's poll interval).
+	drainPoll = 2 * time.Millisecond
+	// drainNoticeEvery is how often a draining connection is reminded: the
+	// server no longer answers heartbeats, and a lane that hears nothing
+	// for its heartbeat timeout (2 s by default) gives up on the server.
+	drainNoticeEvery = 250 * time.Millisecond
+)
+
+// rpcxShutdown points at the fields of an rpcx server that graceful
+// shutdown reads and counts in. rpcx keeps them unexported; like the
+// service table, the layout is that of rpcx v1.9.4, and New fails with
+// ErrUnsupportedRPCX rather than guess.
+type rpcxShutdown struct {
+	inShutdown    *int32
+	handlerMsgNum *int32
+	// mu is held by Shutdown from before the Unregister hooks until every
+	// connection has stopped reading.
+	mu *sync.RWMutex
+}
+
+func readRPCXShutdown(s *server.Server) (rpcxShutdown, error) {
+	sv := reflect.ValueOf(s).Elem()
+	in, ok1 := field(sv, "inShutdown")
+	n, ok2 := field(sv, "handlerMsgNum")
+	mu, ok3 := field(sv, "mu")
+	i32 := reflect.TypeFor[int32]()
+	if !ok1 || !ok2 || !ok3 || in.Type() != i32 || n.Type() != i32 || mu.Type() != reflect.TypeFor[sync.RWMutex]() {
+		return rpcxShutdown{}, fmt.Errorf("%w (shutdown state unreadable)", ErrUnsupportedRPCX)
+	}
+	return rpcxShutdown{
+		inShutdown:    in.Addr().Interface().(*int32),
+		handlerMsgNum: n.Addr().Interface().(*int32),
+		mu:            mu.Addr().Interface().(*sync.RWMutex),
+	}, nil
+}
+
+// shuttingDown reports whether the server's Shutdown has begun.
+func (r rpcxShutdown) shuttingDown() bool { return atomic.LoadInt32(r.inShutdown) == 1 }
+
+// Draining reports whether the server's Shutdown has begun and the plugin
+// is finishing the entries it had read.
+func (p *Plugin) Draining() bool { return p.draining.Load() }
+
+// beginDrain starts the drain once. From the Unregister hook it runs on
+// Shutdown's own goroutine, before Shutdown first looks at its count, so
+// the count includes the plugin from the start.
+func (p *Plugin) beginDrain() {
+	if !p.draining.CompareAndSwap(false, true) {
+		return
+	}
+	atomic.AddInt32(p.rs.handlerMsgNum, 1)
+	go p.drain()
+}
+
+// drain tells every connection, waits until rpcx reads no more and every
+// connection is idle (or gone: rpcx closes them when Shutdown's context
+// ends), and then lets Shutdown go on.
+func (p *Plugin) drain() {
+	defer p.Close()
+	defer atomic.AddInt32(p.rs.handlerMsgNum, -1)
+	for _, c := range p.snapshotConns() {
+		c.noticeDrain()
+	}
+	noticed := time.Now()
+	// Shutdown holds mu until every connection has stopped reading: from
+	// then on no frame is read, and those already read are in hand or
+	// hold their own place in rpcx's count (see holdWhileDraining).
+	p.rs.mu.RLock()
+	p.rs.mu.RUnlock()
+	tick := time.NewTicker(drainPoll)
+	defer tick.Stop()
+	for {
+		conns := p.snapshotConns()
+		remind := time.Since(noticed) >= drainNoticeEvery
+		if remind {
+			noticed = time.Now()
+		}
+		busy := false
+		for _, c := range conns {
+			if remind {
+				c.noticeDrain()
+			}
+			busy = busy || !c.idle()
+		}
+		if !busy {
+			return
+		}
+		<-tick.C
+	}
+}
+
+// holdWhileDraining keeps a frame's handler, and with it rpcx's count of
+// requests being handled, until c has finished its entries and written
+// their replies, or is gone. Only frames that arrive during Shutdown wait:
+// rpcx read them before it stopped reading.
+func (p *Plugin) holdWhileDraining(c *conn) {
+	if !p.rs.shuttingDown() {
+		return
+	}
+	// The Unregister hook starts the drain; this covers a server whose
+	// hooks did not run (no services, or UnregisterAll called earlier).
+	p.beginDrain()
+	tick := time.NewTicker(drainPoll)
+	defer tick.Stop()
+	for !c.idle() && p.tracked(c) {
+		<-tick.C
+	}
+}
+
+func (p *Plugin) snapshotConns() []*conn {
+	p.connMu.Lock()
+	defer p.connMu.Unlock()
+	out := make([]*conn, 0, len(p.conns))
+	for _, c := range p.conns {
+		out = append(out, c)
+	}
+	return out
+}
+
+// tracked reports whether c is still a live connection of the plugin.
+func (p *Plugin) tracked(c *conn) bool {
+	p.connMu.Lock()
+	defer p.connMu.Unlock()
+	return p.conns[c.c] == c
+}
+
+// idle reports whether every entry delivered on c has finished and every
+// reply and notice has been written.
+func (c *conn) idle() bool {
+	c.replyMu.Lock()
+	defer c.replyMu.Unlock()
+	// queueReply gives an entry's place back under replyMu, in the same
+	// step that queues its reply and starts the writer.
+	return c.broken || c.inflight.Load() == 0 && !c.writing && len(c.replies) == 0 && !c.drainNotice.Load()
+}
+
+// noticeDrain has the connection's writer send a drain notice.
+func (c *conn) noticeDrain() {
+	c.drainNotice.Store(true)
+	c.replyMu.Lock()
+	if c.broken {
+		c.replyMu.Unlock()
+		return
+	}
+	c.kickLocked()
+}
