@@ -111,9 +111,17 @@ type lane struct {
 	pending map[uint64]*pendingCall
 	nextID  uint64
 
-	down     chan<- struct{} // told, without blocking, when the lane fails
+	down     chan<- struct{} // told, without blocking, when the lane fails or drains
 	lastRecv atomic.Int64    // unix nanos of the last whole message read
 	wg       sync.WaitGroup
+
+	// Draining (see drain.go): drainErr (under qmu) refuses entries once
+	// the server said it is shutting down; drained is closed when no call
+	// waits for a reply any more.
+	drainErr    error
+	draining    atomic.Bool
+	drained     chan struct{}
+	drainedOnce sync.Once
 }
 
 func newLane(c *Client, addr string, conn net.Conn, hs codec.Handshake, down chan<- struct{}) *lane {
@@ -125,6 +133,7 @@ func newLane(c *Client, addr string, conn net.Conn, hs codec.Handshake, down cha
 		room:       make(chan struct{}),
 		wake:       make(chan struct{}, 1),
 		dead:       make(chan struct{}),
+		drained:    make(chan struct{}),
 		pending:    make(map[uint64]*pendingCall),
 	}
 	l.lastRecv.Store(time.Now().UnixNano())
@@ -158,17 +167,7 @@ func (l *lane) fail(err error) {
 	l.conn.Close()
 
 	l.c.metrics.errConn.Inc(int64(len(queued)))
-	for _, e := range queued {
-		deferred := e.deferred // e is its caller's once the call is finished
-		if e.Kind == codec.KindCall {
-			if call := l.claim(e.ID); call != nil {
-				l.finish(call, err)
-			}
-		}
-		if !deferred {
-			putEntry(e)
-		}
-	}
+	l.failQueued(queued, err)
 	l.pmu.Lock()
 	pending := l.pending
 	l.pending = make(map[uint64]*pendingCall)
@@ -251,6 +250,7 @@ func (l *lane) claim(id uint64) *pendingCall {
 	call := l.pending[id]
 	delete(l.pending, id)
 	l.pmu.Unlock()
+	l.checkDrained()
 	return call
 }
 
@@ -266,7 +266,7 @@ func (l *lane) enqueue(e *entry, done <-chan struct{}, ctxErr func() error) erro
 	}
 	// The common case, room and a live lane, without roomLocked: a caller
 	// that waits keeps this stack, so the shallower the better.
-	if l.deadErr != nil || !l.hasRoomLocked(e.size) {
+	if l.deadErr != nil || l.drainErr != nil || !l.hasRoomLocked(e.size) {
 		if err := l.roomLocked(e.size, done, ctxErr); err != nil {
 			return err
 		}
@@ -339,6 +339,10 @@ func (l *lane) roomLocked(size int, done <-chan struct{}, ctxErr func() error) e
 			return err
 		default:
 		}
+		if err := l.drainErr; err != nil {
+			l.qmu.Unlock()
+			return err
+		}
 		if l.hasRoomLocked(size) {
 			return nil
 		}
@@ -393,6 +397,9 @@ func (l *lane) release(n int) {
 func (l *lane) take(dst []*entry) []*entry {
 	l.qmu.Lock()
 	defer l.qmu.Unlock()
+	if l.drainErr != nil {
+		return nil // the server reads no more
+	}
 	n, size := 0, 0
 	for n < len(l.queue) && n < l.batchCap && l.unfinished+n < l.window {
 		size += l.queue[n].size
@@ -672,6 +679,7 @@ func (l *lane) readLoop() {
 				replies[i], pcs[i] = codec.Reply{}, nil
 			}
 			l.release(len(replies))
+			l.checkDrained()
 		case msg.Header.MessageType() == protocol.Request && msg.ServicePath == codec.ServicePath && msg.ServiceMethod == codec.MethodCredit:
 			inc, n, err := codec.DecodeCredit(msg.Payload)
 			if err != nil {
@@ -680,6 +688,11 @@ func (l *lane) readLoop() {
 			}
 			if inc == l.hs.Incarnation {
 				l.release(int(min(n, uint64(l.window))))
+			}
+		case msg.Header.MessageType() == protocol.Request && msg.ServicePath == codec.ServicePath && msg.ServiceMethod == codec.MethodDrain:
+			if err := l.onDrainNotice(msg.Payload); err != nil {
+				l.fail(fmt.Errorf("%w: bad drain notice: %w", ErrConnection, err))
+				return
 			}
 		case msg.Header.MessageType() == protocol.Response && msg.Header.MessageStatusType() == protocol.Error:
 			// rpcx refused a frame (its AuthFunc, typically) and is about

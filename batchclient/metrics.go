@@ -12,6 +12,7 @@ type clientMetrics struct {
 	errOverload, errConn, errStale  metrics.Counter
 	errService, errDown, errTimeout metrics.Counter
 	errCodec, errPushDropped        metrics.Counter
+	errDrain                        metrics.Counter
 }
 
 func newClientMetrics(r metrics.Registry) *clientMetrics {
@@ -24,5 +25,6 @@ func newClientMetrics(r metrics.Registry) *clientMetrics {
 		errOverload: c("errors.overload"), errConn: c("errors.connection"), errStale: c("errors.stale_incarnation"),
 		errService: c("errors.service"), errDown: c("errors.peer_down"), errTimeout: c("errors.timeout"),
 		errCodec: c("errors.codec"), errPushDropped: c("errors.push_dropped"),
+		errDrain: c("errors.draining"),
 	}
 }

@@ -212,6 +212,14 @@ func (p *peer) run() {
 		}
 
 		dead := p.watch(lanes)
+		if dead != nil && dead.draining.Load() {
+			// The server is shutting down gracefully (see drain.go).
+			if !p.drainPool(lanes) {
+				p.setState(stateStopped, nil, ErrStopped)
+				return
+			}
+			continue
+		}
 		// One lane down means the pool is suspect (a restart, a freeze): a
 		// new pool is built against whatever incarnation answers next. The
 		// other lanes' calls fail with the dead lane's cause.
@@ -231,9 +239,10 @@ func (p *peer) run() {
 	}
 }
 
-// watch waits until a lane of the pool has failed, and returns it, or for
-// Stop (nil). Notices left over from lanes of an earlier pool are
-// recognised and skipped: only a dead lane of this pool counts.
+// watch waits until a lane of the pool has failed or begun to drain, and
+// returns it, or for Stop (nil). Notices left over from lanes of an
+// earlier pool are recognised and skipped: only a lane of this pool
+// counts.
 func (p *peer) watch(lanes []*lane) *lane {
 	for {
 		select {
@@ -243,6 +252,9 @@ func (p *peer) watch(lanes []*lane) *lane {
 				case <-l.dead:
 					return l
 				default:
+				}
+				if l.draining.Load() {
+					return l
 				}
 			}
 		case <-p.stop:

@@ -118,3 +118,51 @@ func TestShutdownWaitsForCallsInFlight(t *testing.T) {
 		})
 	}
 }
+
+// A call made after Shutdown has begun is not sent to the draining server:
+// it fails at once with an error rpcx's Failover retries (ErrDraining, not
+// a ServiceError), while the calls in flight still get their replies.
+func TestShutdownRefusesLateCallsRetryably(t *testing.T) {
+	sp := &Slowpoke{hold: 1500 * time.Millisecond}
+	s := server.NewServer()
+	require.NoError(t, s.RegisterName("Slowpoke", sp, ""))
+	p, err := batchserver.New(s)
+	require.NoError(t, err)
+	addr := serve(t, s)
+	c := newClient(t)
+	require.Equal(t, batchclient.Connected, waitConnected(t, c, addr).Status)
+
+	const n = 16
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			var r testsvc.Reply
+			errs <- c.Call(ctxT(t, 20*time.Second), addr, "Slowpoke", "Hold", &testsvc.Args{A: i}, &r)
+		}()
+	}
+	require.True(t, eventually(10*time.Second, func() bool { return sp.started.Load() == n }))
+	shutdownDone := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		shutdownDone <- s.Shutdown(ctx)
+	}()
+	require.True(t, eventually(10*time.Second, p.Draining), "the plugin never began to drain")
+	require.True(t, eventually(10*time.Second, func() bool { return c.Info(addr).Status != batchclient.Connected }),
+		"the client never heard the drain notice")
+
+	start := time.Now()
+	var r testsvc.Reply
+	err = c.Call(ctxT(t, 20*time.Second), addr, "Slowpoke", "Hold", &testsvc.Args{A: 1}, &r)
+	took := time.Since(start)
+	require.ErrorIs(t, err, batchclient.ErrDraining)
+	var se client.ServiceError
+	assert.False(t, errors.As(err, &se), "a ServiceError is not retried by Failover: %v", err)
+	assert.Less(t, took, sp.hold, "the late call waited for the drain")
+
+	for range n {
+		assert.NoError(t, <-errs)
+	}
+	assert.NoError(t, <-shutdownDone)
+	assert.EqualValues(t, n, sp.started.Load(), "the late call ran")
+}
