@@ -46,6 +46,9 @@ type Client struct {
 
 	// push holds the channels of server-pushed messages (see push.go).
 	push pushTable
+
+	// drains holds the addresses whose server is shutting down (drain.go).
+	drains drainSet
 }
 
 // New returns a Client; it connects to an address on first use or Start.

@@ -3,6 +3,9 @@ package batchclient
 import (
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
 )
@@ -45,7 +48,10 @@ func (l *lane) drain() {
 		l.qmu.Unlock()
 		return
 	}
-	err := fmt.Errorf("%w: %s", ErrDraining, l.conn.RemoteAddr())
+	// Before any entry fails: their callers' retries must already find the
+	// server out of selection (see skipDraining).
+	l.c.drains.mark(l.addr)
+	err := fmt.Errorf("%w: %s", ErrDraining, l.addr)
 	l.drainErr = err
 	queued := l.queue
 	l.queue, l.qBytes = nil, 0
@@ -98,6 +104,7 @@ func (l *lane) failQueued(queued []*entry, err error) {
 // the calls written to the pool get their replies, then the pool is closed
 // and the manager reconnects. It reports false on Stop.
 func (p *peer) drainPool(lanes []*lane) bool {
+	p.c.drains.mark(p.key)
 	p.setState(stateDown, nil, fmt.Errorf("%w: %s", ErrDraining, p.addr))
 	for _, l := range lanes {
 		l.drain()
@@ -117,4 +124,48 @@ func (p *peer) drainPool(lanes []*lane) bool {
 		l.close(fmt.Errorf("%w: %s", ErrDraining, p.addr))
 	}
 	return true
+}
+
+// drainRedialMax caps the reconnect backoff of a peer whose server shut
+// down gracefully: most often it is being restarted, and the sooner the
+// peer finds it again, the sooner it takes calls (it is out of the
+// XClients' selection until then).
+const drainRedialMax = 250 * time.Millisecond
+
+// drainSet holds the addresses whose server has begun to shut down and
+// has not been connected again since.
+type drainSet struct {
+	n  atomic.Int32 // len(m): the empty set is checked without the lock
+	mu sync.Mutex
+	m  map[string]struct{}
+}
+
+func (s *drainSet) mark(addr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = make(map[string]struct{})
+	}
+	s.m[addr] = struct{}{}
+	s.n.Store(int32(len(s.m)))
+}
+
+func (s *drainSet) clear(addr string) {
+	if s.n.Load() == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, addr)
+	s.n.Store(int32(len(s.m)))
+}
+
+func (s *drainSet) has(addr string) bool {
+	if s.n.Load() == 0 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[addr]
+	return ok
 }

@@ -111,8 +111,10 @@ type peer struct {
 	// reprobe asks the manager of a plain peer to ask the server again
 	// whether it has the batch plugin (its plain connection broke).
 	reprobe chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
+	// demand is told when a call finds the peer down (see redial.go).
+	demand chan struct{}
+	stop   chan struct{}
+	done   chan struct{}
 }
 
 // peerView is one state of a peer: what pick and info read.
@@ -126,7 +128,7 @@ type peerView struct {
 
 func newPeer(c *Client, key, network, addr string) *peer {
 	p := &peer{c: c, key: key, network: network, addr: addr,
-		laneDown: make(chan struct{}, 64), reprobe: make(chan struct{}, 1),
+		laneDown: make(chan struct{}, 64), reprobe: make(chan struct{}, 1), demand: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	p.view.Store(&peerView{state: stateConnecting, changed: make(chan struct{})})
 	p.lastUsed.Store(time.Now().UnixNano())
@@ -138,13 +140,18 @@ func newPeer(c *Client, key, network, addr string) *peer {
 func (p *peer) setState(s peerState, lanes []*lane, err error) {
 	old := p.view.Swap(&peerView{state: s, lanes: lanes, err: err, changed: make(chan struct{})})
 	close(old.changed)
+	if s != stateDown && s != stateConnecting {
+		// Back, plain, stopped or forgotten: no longer a server that is
+		// shutting down (see drain.go).
+		p.c.drains.clear(p.key)
+	}
 }
 
 // run owns the lane pool: it connects, waits for a lane to die or for Stop,
 // tears the pool down, and reconnects with backoff.
 func (p *peer) run() {
 	defer close(p.done)
-	backoff := p.c.opts.ReconnectMin
+	backoff, maxBackoff := p.c.opts.ReconnectMin, p.c.opts.ReconnectMax
 	first, plain := true, false
 	var downSince time.Time
 	for {
@@ -184,13 +191,11 @@ func (p *peer) run() {
 				p.closePlain()
 				return
 			}
-			select {
-			case <-p.stop:
+			if !p.waitRedial(backoff) {
 				p.setState(stateStopped, nil, ErrStopped)
 				return
-			case <-time.After(backoff):
 			}
-			backoff = min(backoff*2, p.c.opts.ReconnectMax)
+			backoff = min(backoff*2, maxBackoff)
 			p.setState(stateConnecting, nil, err)
 			continue
 		}
@@ -199,7 +204,7 @@ func (p *peer) run() {
 			p.c.metrics.reconnects.Inc(1)
 		}
 		first = false
-		backoff = p.c.opts.ReconnectMin
+		backoff, maxBackoff = p.c.opts.ReconnectMin, p.c.opts.ReconnectMax
 		p.setState(stateBatch, lanes, nil)
 		if plain {
 			// The server gained the batch plugin. Calls that took the plain
@@ -218,6 +223,8 @@ func (p *peer) run() {
 				p.setState(stateStopped, nil, ErrStopped)
 				return
 			}
+			// Most often a restart: look for the server again soon.
+			maxBackoff = min(p.c.opts.ReconnectMax, drainRedialMax)
 			continue
 		}
 		// One lane down means the pool is suspect (a restart, a freeze): a
@@ -388,6 +395,7 @@ func (p *peer) pick(ctx context.Context, key string, hasKey bool) (*lane, plainR
 		case stateDown:
 			p.lastUsed.Store(time.Now().UnixNano())
 			p.c.metrics.errDown.Inc(1)
+			p.wanted()
 			var se client.ServiceError
 			if errors.As(err, &se) {
 				// The server answered and refused (its AuthFunc): the

@@ -74,6 +74,9 @@ func newXClientWith(bc *Client, servicePath string, failMode client.FailMode, se
 	} else {
 		inner = client.NewXClient(servicePath, failMode, selectMode, d, option)
 	}
+	// Keeps the selection off servers that are shutting down
+	// (xclient_drain.go).
+	inner.GetPlugins().Add(skipDraining{bc})
 	return &xClient{XClient: inner, bc: bc, disc: d, b: b}
 }
 
