@@ -46,10 +46,15 @@ type Plugin struct {
 
 	workers workers
 
-	// rs is the rpcx server's shutdown state; draining is set once its
-	// Shutdown has begun (see shutdown.go).
+	// Graceful shutdown (see shutdown.go): rs is the rpcx server's state;
+	// draining is set once its Shutdown has begun; armed once a service
+	// was unregistered outside Shutdown; holding while the plugin counts
+	// itself in rpcx's requests being handled (under holdMu).
 	rs       rpcxShutdown
 	draining atomic.Bool
+	armed    atomic.Bool
+	holdMu   sync.Mutex
+	holding  bool
 }
 
 // setMaxMessageLength guards the one write of rpcx's global message cap.
@@ -144,11 +149,15 @@ func (p *Plugin) Register(name string, _ any, _ string) error {
 
 // Unregister is rpcx's RegisterPlugin hook for removed services. rpcx's
 // Shutdown calls it for every service before it stops reading: the plugin
-// then begins to drain (see shutdown.go).
+// then begins to drain. Called outside Shutdown (UnregisterAll ahead of
+// it), it readies the plugin for a Shutdown that will run no hook (see
+// shutdown.go).
 func (p *Plugin) Unregister(name string) error {
 	p.services.forget(name)
 	if p.rs.shuttingDown() {
 		p.beginDrain()
+	} else {
+		p.armed.Store(true)
 	}
 	return nil
 }

@@ -19,15 +19,21 @@ import (
 // close the connections under entries still running, and their replies
 // would be lost although their handlers ran.
 //
-// So the plugin drains: when the Unregister hook runs during Shutdown (or,
-// should the hook not run, when a frame arrives during it), it counts
-// itself in handlerMsgNum until every connection has finished its entries
-// and written their replies; a frame that rpcx read before it stopped
-// reading holds its handler, and so rpcx's count, until its connection is
-// idle. Each connection is told with a drain notice (and reminded while
-// the drain lasts), so its lane stops writing frames the server would
-// never read and fails its unsent entries with an error rpcx's Failover
-// retries on another server.
+// So the plugin counts itself in handlerMsgNum (once, whatever the number
+// of entries) while any connection has entries unfinished or replies
+// unwritten, from the moment a Shutdown could need it: when the Unregister
+// hook runs during Shutdown, before Shutdown first looks at the count; or,
+// when a service was unregistered beforehand (s.UnregisterAll() ahead of
+// Shutdown, as registry users do, after which Shutdown runs no hook), from
+// every frame on, each frame taking the count before its handler returns.
+// A frame that rpcx read before it stopped reading holds its handler, and
+// so rpcx's count, until its connection is idle. Each connection is told
+// with a drain notice (and reminded while the drain lasts), so its lane
+// stops writing frames the server would never read and fails its unsent
+// entries with an error rpcx's Failover retries on another server.
+//
+// On a running server nothing of this costs more than one atomic load per
+// frame, until a service is unregistered.
 
 const (
 	// drainPoll is how often a drain looks whether the connections are
@@ -74,52 +80,92 @@ func (r rpcxShutdown) shuttingDown() bool { return atomic.LoadInt32(r.inShutdown
 // is finishing the entries it had read.
 func (p *Plugin) Draining() bool { return p.draining.Load() }
 
-// beginDrain starts the drain once. From the Unregister hook it runs on
-// Shutdown's own goroutine, before Shutdown first looks at its count, so
-// the count includes the plugin from the start.
+// beginDrain starts the drain once: the count, and the notices. From the
+// Unregister hook it runs on Shutdown's own goroutine, before Shutdown
+// first looks at the count.
 func (p *Plugin) beginDrain() {
 	if !p.draining.CompareAndSwap(false, true) {
 		return
 	}
-	atomic.AddInt32(p.rs.handlerMsgNum, 1)
-	go p.drain()
-}
-
-// drain tells every connection, waits until rpcx reads no more and every
-// connection is idle (or gone: rpcx closes them when Shutdown's context
-// ends), and then lets Shutdown go on.
-func (p *Plugin) drain() {
-	defer p.Close()
-	defer atomic.AddInt32(p.rs.handlerMsgNum, -1)
 	for _, c := range p.snapshotConns() {
 		c.noticeDrain()
 	}
-	noticed := time.Now()
-	// Shutdown holds mu until every connection has stopped reading: from
-	// then on no frame is read, and those already read are in hand or
-	// hold their own place in rpcx's count (see holdWhileDraining).
-	p.rs.mu.RLock()
-	p.rs.mu.RUnlock()
+	p.keepCounted(true)
+}
+
+// keepCounted counts the plugin in rpcx's handlerMsgNum, unless it is
+// already, and starts the goroutine that takes it out once every
+// connection is idle. With force the count is taken even when all is idle:
+// a drain holds Shutdown until its connections have stopped reading.
+func (p *Plugin) keepCounted(force bool) {
+	p.holdMu.Lock()
+	defer p.holdMu.Unlock()
+	if p.holding || !force && p.allIdle() {
+		return
+	}
+	p.holding = true
+	atomic.AddInt32(p.rs.handlerMsgNum, 1)
+	go p.watchIdle()
+}
+
+// watchIdle takes the plugin out of rpcx's count once every connection is
+// idle (or gone: rpcx closes them when Shutdown's context ends). While the
+// server shuts down it first waits until rpcx reads no more, and reminds
+// the connections that it drains.
+func (p *Plugin) watchIdle() {
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
+	stoppedReading := false
+	noticed := time.Now()
 	for {
-		conns := p.snapshotConns()
-		remind := time.Since(noticed) >= drainNoticeEvery
-		if remind {
-			noticed = time.Now()
-		}
-		busy := false
-		for _, c := range conns {
-			if remind {
+		if !p.draining.Load() && p.rs.shuttingDown() {
+			// Shutdown began without running the Unregister hook.
+			p.draining.Store(true)
+			for _, c := range p.snapshotConns() {
 				c.noticeDrain()
 			}
-			busy = busy || !c.idle()
 		}
-		if !busy {
+		if p.draining.Load() {
+			if !stoppedReading {
+				// Shutdown holds mu until every connection has stopped
+				// reading: from then on no frame is read, and those already
+				// read hold their own place in rpcx's count (see
+				// holdWhileDraining).
+				p.rs.mu.RLock()
+				p.rs.mu.RUnlock()
+				stoppedReading = true
+			}
+			if time.Since(noticed) >= drainNoticeEvery {
+				noticed = time.Now()
+				for _, c := range p.snapshotConns() {
+					c.noticeDrain()
+				}
+			}
+		}
+		p.holdMu.Lock()
+		if p.allIdle() {
+			p.holding = false
+			atomic.AddInt32(p.rs.handlerMsgNum, -1)
+			p.holdMu.Unlock()
+			if p.draining.Load() {
+				p.Close()
+			}
 			return
 		}
+		p.holdMu.Unlock()
 		<-tick.C
 	}
+}
+
+// allIdle reports whether no connection has an entry unfinished or a reply
+// unwritten.
+func (p *Plugin) allIdle() bool {
+	for _, c := range p.snapshotConns() {
+		if !c.idle() {
+			return false
+		}
+	}
+	return true
 }
 
 // holdWhileDraining keeps a frame's handler, and with it rpcx's count of
@@ -127,6 +173,11 @@ func (p *Plugin) drain() {
 // their replies, or is gone. Only frames that arrive during Shutdown wait:
 // rpcx read them before it stopped reading.
 func (p *Plugin) holdWhileDraining(c *conn) {
+	if p.armed.Load() {
+		// A service was unregistered: Shutdown may come without the
+		// Unregister hook. Count in before the handler returns.
+		p.keepCounted(false)
+	}
 	if !p.rs.shuttingDown() {
 		return
 	}

@@ -64,23 +64,37 @@ func shutdownWithCallsInFlight(t *testing.T, s *server.Server, sp *Slowpoke, n i
 }
 
 // Server.Shutdown with calls in flight waits for their handlers, and every
-// call gets its reply: on the batch path as on plain rpcx. (On the old
-// code Shutdown returned at once and the batched calls failed with
-// "connection to the batch peer lost" although their handlers ran.)
+// call gets its reply: on the batch path as on plain rpcx, and also when
+// the services were unregistered ahead of Shutdown (as registry users do,
+// so that clients see the server leave first; Shutdown then runs no
+// Unregister hook). On the old code Shutdown returned at once and the
+// batched calls failed with "connection to the batch peer lost" although
+// their handlers ran.
 func TestShutdownWaitsForCallsInFlight(t *testing.T) {
 	const n = 64
-	for _, path := range []string{"plain", "batch"} {
-		t.Run(path, func(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		batch, unregister bool
+	}{
+		{"plain", false, false},
+		{"batch", true, false},
+		{"plain/UnregisterAll_first", false, true},
+		{"batch/UnregisterAll_first", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			sp := &Slowpoke{hold: 500 * time.Millisecond}
 			s := server.NewServer()
 			require.NoError(t, s.RegisterName("Slowpoke", sp, ""))
-			if path == "batch" {
+			if tc.batch {
 				_, err := batchserver.New(s)
 				require.NoError(t, err)
 			}
 			addr := serve(t, s)
+			if tc.unregister {
+				require.NoError(t, s.UnregisterAll())
+			}
 			var call func(ctx context.Context, i int) error
-			if path == "plain" {
+			if !tc.batch {
 				pc := plainClient(t, addr)
 				call = func(ctx context.Context, i int) error {
 					var r testsvc.Reply
