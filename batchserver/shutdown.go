@@ -39,6 +39,14 @@ const (
 	// drainPoll is how often a drain looks whether the connections are
 	// idle. Shutdown itself looks once a second (rpcx's poll interval).
 	drainPoll = 2 * time.Millisecond
+	// drainQuiet is how long every connection must have been idle before
+	// a drain lets Shutdown go on. rpcx counts a request from when the
+	// goroutine it starts for it runs, not from when it was read: a frame
+	// read just before Shutdown whose goroutine has not run yet is not
+	// counted anywhere. The quiet time gives such a goroutine, on a busy
+	// machine, time to run (it then holds Shutdown, see holdWhileDraining).
+	// Shutdown looks at the count once a second anyway.
+	drainQuiet = 500 * time.Millisecond
 	// drainNoticeEvery is how often a draining connection is reminded: the
 	// server no longer answers heartbeats, and a lane that hears nothing
 	// for its heartbeat timeout (2 s by default) gives up on the server.
@@ -100,7 +108,7 @@ func (p *Plugin) beginDrain() {
 func (p *Plugin) keepCounted(force bool) {
 	p.holdMu.Lock()
 	defer p.holdMu.Unlock()
-	if p.holding || !force && p.allIdle() {
+	if p.holding || !force && p.idle() {
 		return
 	}
 	p.holding = true
@@ -117,10 +125,10 @@ func (p *Plugin) watchIdle() {
 	defer tick.Stop()
 	stoppedReading := false
 	noticed := time.Now()
+	var idleSince time.Time
 	for {
-		if !p.draining.Load() && p.rs.shuttingDown() {
+		if p.rs.shuttingDown() && p.draining.CompareAndSwap(false, true) {
 			// Shutdown began without running the Unregister hook.
-			p.draining.Store(true)
 			for _, c := range p.snapshotConns() {
 				c.noticeDrain()
 			}
@@ -129,8 +137,8 @@ func (p *Plugin) watchIdle() {
 			if !stoppedReading {
 				// Shutdown holds mu until every connection has stopped
 				// reading: from then on no frame is read, and those already
-				// read hold their own place in rpcx's count (see
-				// holdWhileDraining).
+				// read are counted by rpcx once their goroutines run (and
+				// then hold Shutdown, see holdWhileDraining).
 				p.rs.mu.RLock()
 				p.rs.mu.RUnlock()
 				stoppedReading = true
@@ -143,7 +151,14 @@ func (p *Plugin) watchIdle() {
 			}
 		}
 		p.holdMu.Lock()
-		if p.allIdle() {
+		settled, flushed := p.allIdle()
+		switch {
+		case !settled:
+			idleSince = time.Time{}
+		case idleSince.IsZero():
+			idleSince = time.Now()
+		}
+		if settled && flushed && (!p.draining.Load() || time.Since(idleSince) >= drainQuiet) {
 			p.holding = false
 			atomic.AddInt32(p.rs.handlerMsgNum, -1)
 			p.holdMu.Unlock()
@@ -157,15 +172,24 @@ func (p *Plugin) watchIdle() {
 	}
 }
 
-// allIdle reports whether no connection has an entry unfinished or a reply
-// unwritten.
-func (p *Plugin) allIdle() bool {
+// allIdle reports whether every connection has settled (no entry
+// unfinished, no reply waiting for the writer) and whether every one has
+// flushed (its writer is done). Only entries unsettle a connection: the
+// drain's own notices keep a writer busy for a moment, and must not keep
+// the drain from ending.
+func (p *Plugin) allIdle() (settled, flushed bool) {
+	settled, flushed = true, true
 	for _, c := range p.snapshotConns() {
-		if !c.idle() {
-			return false
-		}
+		s, f := c.idle()
+		settled, flushed = settled && s, flushed && f
 	}
-	return true
+	return settled, flushed
+}
+
+// idle reports whether every connection has settled and flushed.
+func (p *Plugin) idle() bool {
+	s, f := p.allIdle()
+	return s && f
 }
 
 // holdWhileDraining keeps a frame's handler, and with it rpcx's count of
@@ -186,7 +210,10 @@ func (p *Plugin) holdWhileDraining(c *conn) {
 	p.beginDrain()
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
-	for !c.idle() && p.tracked(c) {
+	for p.tracked(c) {
+		if settled, flushed := c.idle(); settled && flushed {
+			return
+		}
 		<-tick.C
 	}
 }
@@ -208,14 +235,19 @@ func (p *Plugin) tracked(c *conn) bool {
 	return p.conns[c.c] == c
 }
 
-// idle reports whether every entry delivered on c has finished and every
-// reply and notice has been written.
-func (c *conn) idle() bool {
+// idle reports whether every entry delivered on c has finished and
+// queued its reply (settled), and whether the writer has written them all
+// (flushed). A broken connection writes nothing more: it is both.
+func (c *conn) idle() (settled, flushed bool) {
 	c.replyMu.Lock()
 	defer c.replyMu.Unlock()
+	if c.broken {
+		return true, true
+	}
 	// queueReply gives an entry's place back under replyMu, in the same
 	// step that queues its reply and starts the writer.
-	return c.broken || c.inflight.Load() == 0 && !c.writing && len(c.replies) == 0 && !c.drainNotice.Load()
+	settled = c.inflight.Load() == 0 && len(c.replies) == 0
+	return settled, !c.writing && !c.drainNotice.Load()
 }
 
 // noticeDrain has the connection's writer send a drain notice.

@@ -57,8 +57,10 @@ func shutdownWithCallsInFlight(t *testing.T, s *server.Server, sp *Slowpoke, n i
 		"only %d of %d handlers started", sp.started.Load(), n)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	start := time.Now()
 	shutdownErr = s.Shutdown(ctx)
 	finishedAtReturn = sp.finished.Load()
+	t.Logf("Shutdown took %v", time.Since(start).Round(time.Millisecond))
 	wg.Wait()
 	return errs, finishedAtReturn, shutdownErr
 }
