@@ -86,6 +86,7 @@ type rollResult struct {
 	calls, failed, ranTwice int64
 	firstErrs               []string
 	took                    time.Duration
+	shutdowns               []time.Duration
 }
 
 // rollingRestart runs the scenario once: three servers, one XClient with
@@ -169,9 +170,12 @@ func rollingRestart(t *testing.T, batch bool, callers int) rollResult {
 		}
 	}
 	progress(5000)
+	var shutdowns []time.Duration
 	for i := range servers {
 		sctx, scancel := context.WithTimeout(ctx, 20*time.Second)
+		began := time.Now()
 		assert.NoError(t, servers[i].Shutdown(sctx), "Shutdown of server %d", i)
+		shutdowns = append(shutdowns, time.Since(began).Round(time.Millisecond))
 		scancel()
 		var r *Roller
 		servers[i], r, _ = rollServer(t, led, batch, addrs[i])
@@ -185,7 +189,7 @@ func rollingRestart(t *testing.T, batch bool, callers int) rollResult {
 	}
 	close(stop)
 	wg.Wait()
-	res := rollResult{calls: done.Load(), failed: failed.Load(), firstErrs: firstErrs, took: time.Since(start)}
+	res := rollResult{calls: done.Load(), failed: failed.Load(), firstErrs: firstErrs, took: time.Since(start), shutdowns: shutdowns}
 	led.mu.Lock()
 	for _, n := range led.runs {
 		if n > 1 {
@@ -210,8 +214,8 @@ func TestRollingRestart(t *testing.T) {
 	for _, path := range []string{"plain", "batch"} {
 		res := rollingRestart(t, path == "batch", callers)
 		results[path] = res
-		t.Logf("%s rpcx: %d calls in %v, %d failed, %d ran twice; first errors: %q",
-			path, res.calls, res.took.Round(time.Millisecond), res.failed, res.ranTwice, res.firstErrs)
+		t.Logf("%s: %d calls in %v, %d failed, %d ran twice, Shutdown took %v; first errors: %q",
+			path, res.calls, res.took.Round(time.Millisecond), res.failed, res.ranTwice, res.shutdowns, res.firstErrs)
 	}
 	batch := results["batch"]
 	assert.Zero(t, batch.failed, "batched calls failed: %q", batch.firstErrs)
