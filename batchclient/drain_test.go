@@ -106,11 +106,11 @@ func TestLaneDrain(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return c.Info(addr).Status != batchclient.Connected }, 10*time.Second, 2*time.Millisecond,
 		"the client never heard the drain notice")
+	// Refused, not queued: a queued call would wait for the server to
+	// close the connection and fail with ErrConnection.
 	var r testsvc.Reply
-	start := time.Now()
 	err := c.Call(ctxT(t, 20*time.Second), addr, "Arith", "Mul", &testsvc.Args{}, &r)
 	require.ErrorIs(t, err, batchclient.ErrDraining)
-	assert.Less(t, time.Since(start), 200*time.Millisecond)
 
 	var ok, lost int
 	for range 2 {
