@@ -95,10 +95,13 @@ func (p *Plugin) beginDrain() {
 	if !p.draining.CompareAndSwap(false, true) {
 		return
 	}
-	for _, c := range p.snapshotConns() {
+	conns := p.snapshotConns()
+	for _, c := range conns {
 		c.noticeDrain()
 	}
-	p.keepCounted(true)
+	// Without a batch connection there is nothing to wait for: Shutdown
+	// goes on as on a plain server.
+	p.keepCounted(len(conns) > 0)
 }
 
 // keepCounted counts the plugin in rpcx's handlerMsgNum, unless it is
