@@ -582,6 +582,7 @@ func (l *lane) appendFrame(buf []byte, frameSeq uint64, batch []*entry) []byte {
 		batch[i] = nil
 	}
 	codec.FinishMessage(buf, mark)
+	buf = codec.CompressMessage(buf, mark, l.c.opts.CompressType)
 	l.c.metrics.frames.Inc(1)
 	l.c.metrics.batchSize.Update(int64(len(batch)))
 	return buf

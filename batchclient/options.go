@@ -88,6 +88,13 @@ type Options struct {
 	SerializeType protocol.SerializeType
 	// TLSConfig, when set, makes lanes (and the plain fallback) use TLS.
 	TLSConfig *tls.Config
+	// CompressType compresses frames as rpcx compresses messages (see
+	// WithCompress). Default protocol.None.
+	CompressType protocol.CompressType
+	// TCPKeepAlivePeriod is the TCP keep-alive period of lanes, as rpcx's
+	// Option.TCPKeepAlivePeriod: 0 leaves Go's default (keep-alive on, 15
+	// s), a negative value turns keep-alive off.
+	TCPKeepAlivePeriod time.Duration
 	// Auth is the token sent with every frame and handshake, for servers
 	// with an AuthFunc (each entry also carries its caller's metadata).
 	Auth string
@@ -190,7 +197,11 @@ func buildOptions(opts []Option) (Options, error) {
 	if o.Overflow != OverflowBlock && o.Overflow != OverflowFailFast {
 		return o, fmt.Errorf("rpcxbatch: unknown overflow policy %d", o.Overflow)
 	}
+	if protocol.Compressors[o.CompressType] == nil {
+		return o, fmt.Errorf("%w: compress type %d has no compressor in protocol.Compressors (register it there first)", ErrInvalidOption, o.CompressType)
+	}
 	o.RPCX.SerializeType = o.SerializeType
+	o.RPCX.CompressType = o.CompressType
 	if o.TLSConfig != nil {
 		o.RPCX.TLSConfig = o.TLSConfig
 	}

@@ -310,7 +310,7 @@ func (p *peer) dial() (net.Conn, codec.Handshake, error) {
 		case <-ctx.Done():
 		}
 	}()
-	d := net.Dialer{}
+	d := net.Dialer{KeepAlive: p.c.opts.TCPKeepAlivePeriod}
 	conn, err := d.DialContext(ctx, p.network, p.addr)
 	if err != nil {
 		return nil, hs, err
@@ -331,7 +331,7 @@ func (p *peer) dial() (net.Conn, codec.Handshake, error) {
 	}
 	deadline, _ := ctx.Deadline()
 	conn.SetDeadline(deadline)
-	hs, err = handshake(conn, p.c.authToken(), p.c.opts.MaxFrameBytes)
+	hs, err = handshake(conn, p.c.authToken(), p.c.opts.MaxFrameBytes, p.c.opts.CompressType)
 	if err != nil {
 		conn.Close()
 		return nil, hs, err
@@ -342,12 +342,15 @@ func (p *peer) dial() (net.Conn, codec.Handshake, error) {
 
 // handshake asks the server for its batch parameters with an ordinary rpcx
 // request, so a plain rpcx server answers it with "can't find service".
-func handshake(conn net.Conn, auth string, maxBytes int) (codec.Handshake, error) {
+func handshake(conn net.Conn, auth string, maxBytes int, ct protocol.CompressType) (codec.Handshake, error) {
 	var h protocol.Header
 	h[0] = protocol.MagicNumber()
 	h.SetMessageType(protocol.Request)
 	h.SetSerializeType(protocol.SerializeNone)
 	meta := map[string]string{codec.MetaMaxFrame: strconv.Itoa(maxBytes)}
+	if ct != protocol.None {
+		meta[codec.MetaCompress] = strconv.Itoa(int(ct))
+	}
 	if auth != "" {
 		meta[share.AuthKey] = auth
 	}

@@ -29,8 +29,8 @@ var networkSeq atomic.Uint64
 // metadata says rpcxbatch=0). Only "tcp" servers use lanes; servers on
 // other networks (quic, kcp, unix, ...) stay on plain rpcx.
 //
-// The XClient owns a Client built from opts (its SerializeType, TLSConfig
-// and the option's other fields come from option); Close closes it. Use
+// The XClient owns a Client built from FromRPCX(option) and opts (which
+// override it); Close closes it. Use
 // NewXClientWith to share one Client between several XClients.
 //
 // NewXClient panics when opts are invalid, as that is a programming error;
@@ -42,11 +42,7 @@ func NewXClient(servicePath string, failMode client.FailMode, selectMode client.
 // newOwnedXClient builds an XClient over a Client of its own, made from
 // option and opts; ch is the bidirectional channel, or nil.
 func newOwnedXClient(servicePath string, failMode client.FailMode, selectMode client.SelectMode, discovery client.ServiceDiscovery, option client.Option, ch chan<- *protocol.Message, opts []Option) client.XClient {
-	all := append([]Option{WithRPCXOption(option), WithSerializeType(option.SerializeType)}, opts...)
-	if option.TLSConfig != nil {
-		all = append(all, WithTLS(option.TLSConfig))
-	}
-	bc, err := New(all...)
+	bc, err := New(append([]Option{FromRPCX(option)}, opts...)...)
 	if err != nil {
 		panic(err)
 	}

@@ -48,6 +48,9 @@ type conn struct {
 	// maxReply is the largest reply frame: the smaller of this server's
 	// MaxFrameBytes and what the client said it reads.
 	maxReply atomic.Int64
+	// compress is the protocol.CompressType the lane asked for in its
+	// handshake: reply frames are compressed with it (see compress.go).
+	compress atomic.Uint32
 
 	// Window. inflight counts the entries delivered and not yet finished;
 	// credits counts finished casts and sends not yet credited back.
@@ -343,6 +346,7 @@ func (c *conn) writeFrame(replies []codec.Reply, credits int64, notice bool) err
 		clear(written)
 		c.written = written[:0]
 		codec.FinishMessage(b, mark)
+		b = c.compressReplies(b, mark)
 		c.p.metrics.replyFrames.Inc(1)
 		c.p.metrics.replyBatch.Update(int64(len(replies)))
 	}

@@ -220,6 +220,7 @@ func (p *Plugin) handshake(ctx *server.Context) error {
 		if v, err := strconv.Atoi(ctx.Metadata()[codec.MetaMaxFrame]); err == nil && v > 0 {
 			st.maxReply.Store(int64(min(v, p.opts.MaxFrameBytes)))
 		}
+		st.compress.Store(uint32(compressWanted(ctx.Metadata())))
 	}
 	h := codec.Handshake{
 		Version:       codec.Version,
