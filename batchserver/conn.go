@@ -207,8 +207,7 @@ func (c *conn) run(entries []codec.Entry, arrived time.Time) {
 			c.queueSend(sendItem{ec: ec, e: e, arrived: arrived})
 			continue
 		}
-		c.p.workers.pace()
-		c.p.workers.run(task{c: c, e: e, ec: ec, arrived: arrived})
+		c.p.start(task{c: c, e: e, ec: ec, arrived: arrived})
 	}
 }
 

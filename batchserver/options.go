@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metrics "github.com/rcrowley/go-metrics"
+	"github.com/smallnest/rpcx/server"
 )
 
 // Disabled, given to WithPoolSize, leaves the server plain: New registers
@@ -48,6 +49,10 @@ type Options struct {
 	// Registry receives the server metrics. Default: a new registry,
 	// available from Plugin.Metrics.
 	Registry metrics.Registry
+	// Pool, when set, runs batched calls and casts (see WithHandlerPool).
+	// Default: the rpcx server's own pool (server.WithPool,
+	// server.WithCustomPool), if any.
+	Pool server.WorkerPool
 }
 
 // Option sets one server option.

@@ -45,6 +45,7 @@ type Plugin struct {
 	hooks *hookContainer
 
 	workers workers
+	feeder  poolFeeder
 
 	// Graceful shutdown (see shutdown.go): rs is the rpcx server's state;
 	// draining is set once its Shutdown has begun; armed once a service
@@ -88,6 +89,7 @@ func New(s *server.Server, opts ...Option) (*Plugin, error) {
 	if o.PoolSize == Disabled {
 		return p, nil
 	}
+	p.usePool()
 	if p.services, err = newServiceTable(s); err != nil {
 		return nil, err
 	}

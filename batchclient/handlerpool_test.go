@@ -1,0 +1,157 @@
+package batchclient_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/server"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rpcxbatch/rpcxbatch/batchclient"
+	"github.com/rpcxbatch/rpcxbatch/batchserver"
+	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
+)
+
+// Gauge measures how many of its handlers run at once.
+type Gauge struct {
+	now, max atomic.Int64
+}
+
+// Hold runs for A milliseconds and counts itself meanwhile.
+func (g *Gauge) Hold(ctx context.Context, a *testsvc.Args, r *testsvc.Reply) error {
+	n := g.now.Add(1)
+	defer g.now.Add(-1)
+	for {
+		m := g.max.Load()
+		if n <= m || g.max.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	select {
+	case <-time.After(time.Duration(a.A) * time.Millisecond):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	r.C = a.B
+	return nil
+}
+
+// maxConcurrency serves Gauge with opts (and the batch plugin with bopts
+// unless plain), makes n concurrent calls of ms milliseconds through rpcx's
+// XClient or the drop-in, and returns the most handlers that ran at once.
+func maxConcurrency(t *testing.T, plain bool, n, ms int, opts []server.OptionFn, bopts ...batchserver.Option) int64 {
+	t.Helper()
+	s := server.NewServer(opts...)
+	if !plain {
+		_, err := batchserver.New(s, bopts...)
+		require.NoError(t, err)
+	}
+	g := new(Gauge)
+	require.NoError(t, s.RegisterName("Gauge", g, ""))
+	addr, stop, err := testsvc.Serve(s)
+	require.NoError(t, err)
+	t.Cleanup(stop)
+	d, err := client.NewPeer2PeerDiscovery("tcp@"+addr, "")
+	require.NoError(t, err)
+	var xc client.XClient
+	if plain {
+		xc = client.NewXClient("Gauge", client.Failtry, client.RoundRobin, d, client.DefaultOption)
+	} else {
+		xc = batchclient.NewXClient("Gauge", client.Failtry, client.RoundRobin, d, client.DefaultOption)
+	}
+	t.Cleanup(func() { xc.Close() })
+	ctx := ctxT(t, 60*time.Second)
+	concurrently(t, n, func(i int) error {
+		var r testsvc.Reply
+		if err := xc.Call(ctx, "Hold", &testsvc.Args{A: ms, B: i}, &r); err != nil {
+			return err
+		}
+		if r.C != i {
+			t.Errorf("call %d got %d", i, r.C)
+		}
+		return nil
+	})
+	m := g.max.Load()
+	t.Logf("plain=%v: %d concurrent %d ms calls, at most %d handlers at once", plain, n, ms, m)
+	return m
+}
+
+// server.WithPool bounds the handlers running at once on the batch path
+// as on plain rpcx: 100 concurrent 50 ms calls, a pool of 4.
+func TestPoolBoundsBatchedHandlers(t *testing.T) {
+	opts := []server.OptionFn{server.WithPool(4, 1000)}
+	plain := maxConcurrency(t, true, 100, 50, opts)
+	batch := maxConcurrency(t, false, 100, 50, opts)
+	assert.Equal(t, int64(4), plain, "plain rpcx")
+	assert.Equal(t, plain, batch, "batch path")
+}
+
+// countingPool is a server.WorkerPool of n goroutines, without TrySubmit:
+// Submit blocks while all n are busy and its one-slot queue is taken.
+type countingPool struct {
+	tasks chan func()
+	done  chan struct{}
+}
+
+func newCountingPool(n int) *countingPool {
+	p := &countingPool{tasks: make(chan func(), 1), done: make(chan struct{})}
+	for i := 0; i < n; i++ {
+		go func() {
+			for {
+				select {
+				case task := <-p.tasks:
+					task()
+				case <-p.done:
+					return
+				}
+			}
+		}()
+	}
+	return p
+}
+
+func (p *countingPool) Submit(task func())            { p.tasks <- task }
+func (p *countingPool) StopAndWaitFor(time.Duration) { p.Stop() }
+func (p *countingPool) StopAndWait()                 { p.Stop() }
+func (p *countingPool) Stop() context.Context {
+	select {
+	case <-p.done:
+	default:
+		close(p.done)
+	}
+	return context.Background()
+}
+
+// server.WithCustomPool bounds them too, with a pool that can only block
+// (no TrySubmit, no capacity to read): the frames rpcx runs on the same
+// pool never wait for workers that wait for them.
+func TestCustomPoolBoundsBatchedHandlers(t *testing.T) {
+	plainPool, batchPool := newCountingPool(3), newCountingPool(3)
+	t.Cleanup(func() { plainPool.Stop(); batchPool.Stop() })
+	plain := maxConcurrency(t, true, 60, 30, []server.OptionFn{server.WithCustomPool(plainPool)})
+	batch := maxConcurrency(t, false, 60, 30, []server.OptionFn{server.WithCustomPool(batchPool)})
+	assert.Equal(t, int64(3), plain, "plain rpcx")
+	assert.Equal(t, plain, batch, "batch path")
+}
+
+// WithHandlerPool gives the batch path a pool of its own choosing.
+func TestHandlerPoolOption(t *testing.T) {
+	pool := newCountingPool(2)
+	t.Cleanup(func() { pool.Stop() })
+	batch := maxConcurrency(t, false, 40, 30, nil, batchserver.WithHandlerPool(pool))
+	assert.Equal(t, int64(2), batch)
+}
+
+// With a pond pool the window each lane gets is what the pool can run and
+// queue, so a client does not pile more entries on the server than the
+// pool holds.
+func TestPoolLowersWindow(t *testing.T) {
+	s := server.NewServer(server.WithPool(4, 60))
+	p, err := batchserver.New(s)
+	require.NoError(t, err)
+	assert.Equal(t, 64, p.Options().Window)
+}

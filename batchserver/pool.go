@@ -1,0 +1,163 @@
+package batchserver
+
+import (
+	"reflect"
+	"sync"
+	"unsafe"
+
+	"github.com/smallnest/rpcx/server"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
+)
+
+// WithHandlerPool runs batched calls and casts on pool, one task per
+// entry, as rpcx runs each plain request on the pool given to
+// server.WithPool or server.WithCustomPool. Without it the plugin uses the
+// rpcx server's own pool when it has one (see serverPool); give it to
+// choose another, or when the server's pool cannot be read.
+func WithHandlerPool(pool server.WorkerPool) Option {
+	return func(o *Options) { o.Pool = pool }
+}
+
+// serverPool returns the pool an rpcx server was given with
+// server.WithPool or server.WithCustomPool, or nil.
+//
+// rpcx keeps it in an unexported field (Server.pool) with no accessor, so
+// it is read with reflect and unsafe. The field's name and type are
+// checked first: on an rpcx whose Server has no such field, nil is
+// returned and batched entries run unbounded (use WithHandlerPool then).
+// rpcxbatch is built against rpcx v1.9.4 exactly (go.mod), where the
+// field is as checked, and TestPoolBoundsBatchedHandlers fails if that
+// changes.
+func serverPool(s *server.Server) server.WorkerPool {
+	f := reflect.ValueOf(s).Elem().FieldByName("pool")
+	if !f.IsValid() || f.Type() != reflect.TypeFor[server.WorkerPool]() {
+		return nil
+	}
+	return *(*server.WorkerPool)(unsafe.Pointer(f.UnsafeAddr()))
+}
+
+// capacityReporter is what pond's pool (rpcx's server.WithPool) tells about
+// its bound: at most MaxWorkers tasks run and MaxCapacity wait.
+type capacityReporter interface {
+	MaxWorkers() int
+	MaxCapacity() int
+}
+
+// trySubmitter is a pool that can refuse a task instead of blocking (pond's).
+type trySubmitter interface {
+	TrySubmit(task func()) bool
+}
+
+// usePool sets the pool batched entries run on, and lowers the window to
+// what the pool holds, when it says: a lane then never has more entries
+// unfinished here than the pool can run and queue, and the rest wait in
+// the client's bounded queue under its overflow policy, as plain requests
+// wait in rpcx's connection while its pool is full.
+func (p *Plugin) usePool() {
+	if p.opts.Pool == nil {
+		p.opts.Pool = serverPool(p.s)
+	}
+	if p.opts.Pool == nil {
+		return
+	}
+	if cr, ok := p.opts.Pool.(capacityReporter); ok {
+		if n := cr.MaxWorkers() + cr.MaxCapacity(); n > 0 && n < p.opts.Window {
+			p.opts.Window = n
+		}
+	}
+	p.feeder.pool = p.opts.Pool
+	p.feeder.try, _ = p.opts.Pool.(trySubmitter)
+}
+
+// start runs a call or cast entry: on the user's pool when there is one,
+// else on the plugin's own goroutines.
+func (p *Plugin) start(t task) {
+	if p.feeder.pool != nil {
+		p.feeder.submit(t)
+		return
+	}
+	p.workers.pace()
+	p.workers.run(t)
+}
+
+// poolFeeder hands entries to the user's pool in the order they arrive.
+//
+// Submit may block while the pool is full, and the frame being delivered
+// runs on a task of that same pool (rpcx submits every request to it,
+// batch frames too): a frame blocked in Submit holds a worker, and with
+// every worker so held the pool would never free one. So the delivering
+// goroutine never blocks here: an entry the pool does not take at once
+// (TrySubmit) is queued, and a goroutine of the feeder's own, which holds
+// no worker, submits the queue in order, blocking as long as the pool is
+// full. The queue is bounded by the lanes' windows: each queued entry is
+// unfinished for its lane.
+type poolFeeder struct {
+	pool server.WorkerPool
+	try  trySubmitter // nil when the pool cannot refuse
+
+	mu      sync.Mutex
+	queue   []task
+	feeding bool // the feeding goroutine runs; it exits when queue is empty
+}
+
+// codecs are the fastcodec.Codecs of entries run on a pool's workers.
+var codecs = sync.Pool{New: func() any { return new(fastcodec.Codec) }}
+
+func poolTask(t task) func() {
+	return func() {
+		fc := codecs.Get().(*fastcodec.Codec)
+		t.run(fc)
+		codecs.Put(fc)
+	}
+}
+
+func (f *poolFeeder) submit(t task) {
+	f.mu.Lock()
+	if !f.feeding && len(f.queue) == 0 && f.try != nil {
+		// Nothing ahead of it: straight to the pool if it has room.
+		f.mu.Unlock()
+		if f.try.TrySubmit(poolTask(t)) {
+			return
+		}
+		f.mu.Lock()
+	}
+	f.queue = append(f.queue, t)
+	start := !f.feeding
+	f.feeding = true
+	f.mu.Unlock()
+	if start {
+		go f.feed()
+	}
+}
+
+// feed submits the queue in order, then exits.
+func (f *poolFeeder) feed() {
+	for {
+		f.mu.Lock()
+		if len(f.queue) == 0 {
+			f.feeding = false
+			f.queue = nil
+			f.mu.Unlock()
+			return
+		}
+		t := f.queue[0]
+		f.queue[0] = task{}
+		f.queue = f.queue[1:]
+		f.mu.Unlock()
+		f.submitOne(t)
+	}
+}
+
+// submitOne submits t, blocking while the pool is full. A pool already
+// stopped (rpcx's Shutdown stops it) panics in Submit, as pond does: the
+// entry then runs on a goroutine of its own, so that its call still gets
+// an answer.
+func (f *poolFeeder) submitOne(t task) {
+	defer func() {
+		if r := recover(); r != nil {
+			go poolTask(t)()
+		}
+	}()
+	f.pool.Submit(poolTask(t))
+}
