@@ -114,7 +114,7 @@ func newCountingPool(n int) *countingPool {
 	return p
 }
 
-func (p *countingPool) Submit(task func())            { p.tasks <- task }
+func (p *countingPool) Submit(task func())           { p.tasks <- task }
 func (p *countingPool) StopAndWaitFor(time.Duration) { p.Stop() }
 func (p *countingPool) StopAndWait()                 { p.Stop() }
 func (p *countingPool) Stop() context.Context {
