@@ -1,9 +1,12 @@
 package batchclient_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -13,12 +16,60 @@ import (
 	"github.com/smallnest/rpcx/client"
 	"github.com/smallnest/rpcx/protocol"
 	"github.com/smallnest/rpcx/server"
+	"github.com/smallnest/rpcx/util"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
 )
+
+// rpcx v1.9.4's gzip compressor (util.Zip) returns a slice of a buffer it
+// has already put back in its pool, so two messages compressed at once may
+// share it: a data race, which the race detector reports for plain rpcx
+// with CompressType set and concurrent calls. The tests compare against
+// plain rpcx, so they install, before any test runs, a compressor that
+// writes the very bytes util.Zip writes (gzip's default level, Write,
+// Flush, Close), without the pool. The batch path compresses with its own
+// pooled writer (codec.CompressMessage) and does not call util.Zip.
+func init() { protocol.Compressors[protocol.Gzip] = rpcxGzip{} }
+
+type rpcxGzip struct{}
+
+func (rpcxGzip) Zip(data []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	if _, err := w.Write(data); err != nil {
+		return nil, err
+	}
+	if err := w.Flush(); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func (rpcxGzip) Unzip(data []byte) ([]byte, error) {
+	r, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(r)
+}
+
+// The stand-in writes the bytes rpcx's own compressor writes.
+func TestRPCXGzipStandIn(t *testing.T) {
+	for _, p := range [][]byte{compressible(1, 100<<10), incompressible(4 << 10), nil} {
+		want, err := util.Zip(p)
+		require.NoError(t, err)
+		want = bytes.Clone(want) // util.Zip's result aliases its pool
+		got, err := rpcxGzip{}.Zip(p)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
+}
 
 // Blob echoes byte payloads.
 type Blob struct{}

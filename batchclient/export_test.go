@@ -1,5 +1,7 @@
 package batchclient
 
+import "net"
+
 // UnreadBytes exposes unreadBytes to the external tests.
 var UnreadBytes = unreadBytes
 
@@ -20,3 +22,6 @@ func PlainClientBroken(c *Client, addr string) bool {
 // WokenCallers is the count of callers of Call handed a result and not yet
 // run (see Client.woken); at rest it is zero.
 func WokenCallers(c *Client) int64 { return c.woken.Load() }
+
+// LaneConn returns the connection of one of addr's lanes, or nil.
+func LaneConn(c *Client, addr string) net.Conn { return c.laneConn(addr) }

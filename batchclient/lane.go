@@ -113,6 +113,7 @@ type lane struct {
 
 	down     chan<- struct{} // told, without blocking, when the lane fails or drains
 	lastRecv atomic.Int64    // unix nanos of the last whole message read
+	lastSent atomic.Int64    // unix nanos of the last complete write
 	wg       sync.WaitGroup
 
 	// Draining (see drain.go): drainErr (under qmu) refuses entries once
@@ -137,6 +138,7 @@ func newLane(c *Client, addr string, conn net.Conn, hs codec.Handshake, down cha
 		pending:    make(map[uint64]*pendingCall),
 	}
 	l.lastRecv.Store(time.Now().UnixNano())
+	l.lastSent.Store(time.Now().UnixNano())
 	l.wg.Add(2)
 	go l.writeLoop()
 	go l.readLoop()
@@ -435,7 +437,7 @@ func (l *lane) writeLoop() {
 	var pad stackpad.Pad // see stackpad: no shrink and regrow between frames
 	stackpad.Touch(&pad)
 	defer stackpad.Touch(&pad)
-	tick := time.NewTicker(l.c.opts.HeartbeatInterval / 2)
+	tick := time.NewTicker(l.tickEvery())
 	defer tick.Stop()
 	var (
 		buf      []byte
@@ -598,6 +600,7 @@ func (l *lane) write(b []byte) error {
 		n, err := l.conn.Write(b)
 		b = b[n:]
 		if err == nil {
+			l.lastSent.Store(time.Now().UnixNano())
 			return nil
 		}
 		var ne net.Error
@@ -614,7 +617,9 @@ func (l *lane) write(b []byte) error {
 }
 
 // heartbeat gives up on a peer that sent nothing for HeartbeatTimeout and
-// sends an rpcx heartbeat when it was quiet for HeartbeatInterval.
+// sends an rpcx heartbeat when it was quiet for HeartbeatInterval, or when
+// the lane wrote nothing for long enough that the server's read timeout
+// would cut it (sendDue).
 func (l *lane) heartbeat(buf *[]byte) error {
 	quiet := time.Since(time.Unix(0, l.lastRecv.Load()))
 	if quiet > l.c.opts.HeartbeatTimeout {
@@ -625,7 +630,7 @@ func (l *lane) heartbeat(buf *[]byte) error {
 		}
 		return fmt.Errorf("%w: nothing heard for %v", ErrHeartbeat, quiet.Round(time.Millisecond))
 	}
-	if quiet < l.c.opts.HeartbeatInterval {
+	if quiet < l.c.opts.HeartbeatInterval && !l.sendDue() {
 		return nil
 	}
 	var h protocol.Header

@@ -372,7 +372,9 @@ func handshake(conn net.Conn, auth string, maxBytes int, ct protocol.CompressTyp
 			}
 			return codec.Handshake{}, serviceError(text)
 		}
-		return codec.DecodeHandshake(msg.Payload)
+		hs, err := codec.DecodeHandshake(msg.Payload)
+		hs.ReadTimeout = readTimeoutOf(msg.Metadata)
+		return hs, err
 	}
 }
 

@@ -224,6 +224,7 @@ func (p *Plugin) handshake(ctx *server.Context) error {
 		}
 		st.compress.Store(uint32(compressWanted(ctx.Metadata())))
 	}
+	p.advertiseReadTimeout(ctx)
 	h := codec.Handshake{
 		Version:       codec.Version,
 		PoolSize:      p.opts.PoolSize,

@@ -1,6 +1,9 @@
 package codec
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Handshake is what a batch server tells a client lane before the lane sends
 // any frame: the protocol it speaks, how many lanes it wants per client, its
@@ -20,7 +23,18 @@ type Handshake struct {
 	// (written, and neither answered nor credited back): the server's bound
 	// on what one connection can make it hold.
 	Window int
+	// ReadTimeout is the rpcx server's read timeout (server.WithReadTimeout),
+	// 0 when it has none: rpcx closes a connection it reads nothing from
+	// for that long, so a lane must write more often. It travels in the
+	// handshake response's metadata (MetaReadTimeout), not in the encoded
+	// handshake, so servers and clients without it still understand each
+	// other.
+	ReadTimeout time.Duration
 }
+
+// MetaReadTimeout, in a handshake response's metadata, is the server's
+// read timeout (Handshake.ReadTimeout) in Go's duration syntax.
+const MetaReadTimeout = "rpcxbatch_read_timeout"
 
 // handshakeFields is the length of the handshake array:
 // [version, poolSize, batchCap, maxFrameBytes, incarnation, window].
