@@ -64,13 +64,20 @@ var setMaxMessageLength sync.Once
 // New adds the batch plugin to s and returns it. With WithPoolSize(Disabled)
 // it adds nothing and returns a plugin that leaves s plain.
 //
+// The options s was created with hold for batched entries as for plain
+// requests: batched calls and casts run on the pool of server.WithPool or
+// server.WithCustomPool (see WithHandlerPool), server.WithWriteTimeout
+// bounds reply-frame writes (unless WithWriteTimeout is given here), and
+// lanes learn server.WithReadTimeout in their handshake and write within
+// it. Create the plugin after NewServer has applied them.
+//
 // New sets protocol.MaxMessageLength (rpcx's global cap on a message, which
 // is unlimited by default) to the frame byte cap plus headroom when it is
 // still unlimited, once per process, so that rpcx refuses a huge declared
 // length before allocating it; set it yourself before New to choose another
 // bound. Create plugins before any server of the process serves.
 func New(s *server.Server, opts ...Option) (*Plugin, error) {
-	o, err := buildOptions(opts)
+	o, err := buildOptions(append(rpcxOptions(s), opts...))
 	if err != nil {
 		return nil, err
 	}

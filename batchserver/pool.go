@@ -1,9 +1,7 @@
 package batchserver
 
 import (
-	"reflect"
 	"sync"
-	"unsafe"
 
 	"github.com/smallnest/rpcx/server"
 
@@ -20,21 +18,13 @@ func WithHandlerPool(pool server.WorkerPool) Option {
 }
 
 // serverPool returns the pool an rpcx server was given with
-// server.WithPool or server.WithCustomPool, or nil.
-//
-// rpcx keeps it in an unexported field (Server.pool) with no accessor, so
-// it is read with reflect and unsafe. The field's name and type are
-// checked first: on an rpcx whose Server has no such field, nil is
-// returned and batched entries run unbounded (use WithHandlerPool then).
-// rpcxbatch is built against rpcx v1.9.4 exactly (go.mod), where the
-// field is as checked, and TestPoolBoundsBatchedHandlers fails if that
-// changes.
+// server.WithPool or server.WithCustomPool, or nil. rpcx keeps it in an
+// unexported field (Server.pool) with no accessor: see serverField. Where
+// it cannot be read, batched entries run unbounded; give the pool to
+// WithHandlerPool then.
 func serverPool(s *server.Server) server.WorkerPool {
-	f := reflect.ValueOf(s).Elem().FieldByName("pool")
-	if !f.IsValid() || f.Type() != reflect.TypeFor[server.WorkerPool]() {
-		return nil
-	}
-	return *(*server.WorkerPool)(unsafe.Pointer(f.UnsafeAddr()))
+	pool, _ := serverField[server.WorkerPool](s, "pool")
+	return pool
 }
 
 // capacityReporter is what pond's pool (rpcx's server.WithPool) tells about
