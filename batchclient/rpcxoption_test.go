@@ -92,37 +92,30 @@ func TestConnectTimeoutBoundsHandshake(t *testing.T) {
 // Option.Heartbeat, HeartbeatInterval and MaxWaitForHeartbeat tune the
 // lanes' heartbeat: a peer frozen after the handshake fails a waiting call
 // after HeartbeatInterval + MaxWaitForHeartbeat of silence (here 150 ms),
-// as rpcx's client closes the connection whose heartbeat went
-// unanswered; both long before the lanes' default of 2 s.
+// as rpcx's client closes a connection whose heartbeat got no answer
+// within MaxWaitForHeartbeat; both long before the lanes' default of 2 s.
+// (rpcx's own client is not run alongside here: its heartbeat goroutine
+// races with its send when the heartbeat's context ends, which the race
+// detector reports; run against this peer it failed its call with
+// ErrShutdown after 155-170 ms.)
 func TestRPCXHeartbeatTunesLanes(t *testing.T) {
 	opt := client.DefaultOption
 	opt.Heartbeat = true
 	opt.HeartbeatInterval = 50 * time.Millisecond
 	opt.MaxWaitForHeartbeat = 100 * time.Millisecond
 
-	// Plain rpcx against a peer that accepts and answers nothing.
-	plainAddr := rawServer(t, silent)
-	pc := client.NewClient(opt)
-	require.NoError(t, pc.Connect("tcp", plainAddr))
-	t.Cleanup(func() { pc.Close() })
-	start := time.Now()
-	err := pc.Call(ctxT(t, 20*time.Second), "Arith", "Mul", &testsvc.Args{A: 1, B: 1}, new(testsvc.Reply))
-	plainTook := time.Since(start)
-	require.ErrorIs(t, err, client.ErrShutdown)
-
-	batchAddr := rawServer(t, handshakeThenSilent)
+	addr := rawServer(t, handshakeThenSilent)
 	c := newClient(t, batchclient.FromRPCX(opt))
 	o := c.Options()
 	assert.Equal(t, 50*time.Millisecond, o.HeartbeatInterval)
 	assert.Equal(t, 150*time.Millisecond, o.HeartbeatTimeout)
-	waitConnected(t, c, batchAddr)
-	start = time.Now()
-	err = c.Call(ctxT(t, 20*time.Second), batchAddr, "Arith", "Mul", &testsvc.Args{A: 1, B: 1}, new(testsvc.Reply))
-	batchTook := time.Since(start)
+	waitConnected(t, c, addr)
+	start := time.Now()
+	err := c.Call(ctxT(t, 20*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: 1, B: 1}, new(testsvc.Reply))
+	took := time.Since(start)
 	require.ErrorIs(t, err, batchclient.ErrHeartbeat)
-	t.Logf("frozen peer detected: plain rpcx after %v, lanes after %v", plainTook, batchTook)
-	assert.Less(t, plainTook, batchclient.DefaultHeartbeatTimeout)
-	assert.Less(t, batchTook, batchclient.DefaultHeartbeatTimeout)
+	t.Logf("frozen peer detected after %v", took)
+	assert.Less(t, took, batchclient.DefaultHeartbeatTimeout)
 }
 
 // Without Option.Heartbeat the lanes keep their own heartbeat (rpcx then
