@@ -155,3 +155,16 @@ func TestPoolLowersWindow(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 64, p.Options().Window)
 }
+
+// Handlers slower than the lanes' heartbeat timeout, filling every worker
+// of the pool: rpcx answers a lane's heartbeat on the same pool, so no
+// answer comes while the workers are busy. The lanes must not take the
+// busy server for a frozen one; every call completes, as on plain rpcx.
+func TestPoolSlowHandlersKeepLanes(t *testing.T) {
+	opts := []server.OptionFn{server.WithPool(2, 100)}
+	slow := int(batchclient.DefaultHeartbeatTimeout/time.Millisecond) + 500
+	plain := maxConcurrency(t, true, 4, slow, opts)
+	batch := maxConcurrency(t, false, 4, slow, opts)
+	assert.Equal(t, int64(2), plain, "plain rpcx")
+	assert.Equal(t, plain, batch, "batch path")
+}

@@ -46,6 +46,7 @@ type Plugin struct {
 
 	workers workers
 	feeder  poolFeeder
+	pinger  poolPinger
 
 	// Graceful shutdown (see shutdown.go): rs is the rpcx server's state;
 	// draining is set once its Shutdown has begun; armed once a service
@@ -96,6 +97,7 @@ func New(s *server.Server, opts ...Option) (*Plugin, error) {
 	if o.PoolSize == Disabled {
 		return p, nil
 	}
+	p.pinger.p = p
 	p.usePool()
 	if p.services, err = newServiceTable(s); err != nil {
 		return nil, err
@@ -232,6 +234,7 @@ func (p *Plugin) handshake(ctx *server.Context) error {
 		st.compress.Store(uint32(compressWanted(ctx.Metadata())))
 	}
 	p.advertiseReadTimeout(ctx)
+	p.keepLanesHeard()
 	h := codec.Handshake{
 		Version:       codec.Version,
 		PoolSize:      p.opts.PoolSize,

@@ -1,0 +1,94 @@
+package batchserver
+
+import (
+	"sync"
+	"time"
+
+	"github.com/smallnest/rpcx/protocol"
+
+	"github.com/rpcxbatch/rpcxbatch/codec"
+)
+
+// poolPingEvery is how often, with a user pool, every lane is sent a
+// server heartbeat: well within the lanes' default heartbeat timeout
+// (2 s), and within a tuned one down to about 300 ms.
+const poolPingEvery = 250 * time.Millisecond
+
+// poolPinger keeps lanes from taking a server whose pool is busy for a
+// frozen one.
+//
+// rpcx runs every request it reads on the pool of server.WithPool or
+// server.WithCustomPool: batch frames, and lanes' heartbeats too. While
+// every worker runs a handler slower than the lanes' heartbeat timeout (of
+// a lane, of another lane, or plain requests), a lane hears nothing: no
+// reply, no heartbeat answer (it waits for a worker). A plain rpcx client
+// waits; a lane would give the server up (ErrHeartbeat) and fail calls
+// plain rpcx completes. So with a pool, each lane is sent a server
+// heartbeat (an rpcx heartbeat message, which lanes take as a sign of life
+// and otherwise ignore) every poolPingEvery, from a goroutine that holds
+// no worker. It runs while the plugin has connections.
+type poolPinger struct {
+	p *Plugin
+
+	mu      sync.Mutex
+	running bool
+}
+
+// start starts the pinging goroutine unless it runs.
+func (pp *poolPinger) start() {
+	pp.mu.Lock()
+	start := !pp.running
+	pp.running = true
+	pp.mu.Unlock()
+	if start {
+		go pp.run()
+	}
+}
+
+// run pings every connection until the plugin has none.
+func (pp *poolPinger) run() {
+	t := time.NewTicker(poolPingEvery)
+	defer t.Stop()
+	var h protocol.Header
+	h[0] = protocol.MagicNumber()
+	h.SetMessageType(protocol.Request)
+	h.SetOneway(true)
+	h.SetHeartbeat(true)
+	ping := codec.AppendMessage(nil, &h, "", "", nil, nil)
+	var conns []*conn
+	for range t.C {
+		pp.mu.Lock()
+		conns = pp.p.allConns(conns[:0])
+		if len(conns) == 0 {
+			pp.running = false
+			pp.mu.Unlock()
+			return
+		}
+		pp.mu.Unlock()
+		for i, c := range conns {
+			// One whole message in one Write: Go serialises a
+			// connection's Writes, so it never lands inside a reply
+			// frame (rpcx writes its own responses the same way).
+			c.c.Write(ping)
+			conns[i] = nil
+		}
+	}
+}
+
+// allConns appends the plugin's connections to dst.
+func (p *Plugin) allConns(dst []*conn) []*conn {
+	p.connMu.Lock()
+	defer p.connMu.Unlock()
+	for _, c := range p.conns {
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// keepLanesHeard starts the pinger when batched entries run on a user
+// pool; the handshake of every lane calls it.
+func (p *Plugin) keepLanesHeard() {
+	if p.opts.Pool != nil {
+		p.pinger.start()
+	}
+}
