@@ -92,4 +92,3 @@ func TestCompressedMessageBoundedByCap(t *testing.T) {
 	_, _, err := ReadMessage(bytes.NewReader(b), 1<<20, nil)
 	require.ErrorIs(t, err, ErrFrameTooLarge)
 }
-
