@@ -30,8 +30,8 @@ var networkSeq atomic.Uint64
 // other networks (quic, kcp, unix, ...) stay on plain rpcx.
 //
 // The XClient owns a Client built from FromRPCX(option) and opts (which
-// override it); Close closes it. Use
-// NewXClientWith to share one Client between several XClients.
+// override it); Close closes it. Use NewXClientWith to share one Client
+// between several XClients.
 //
 // NewXClient panics when opts are invalid, as that is a programming error;
 // the error is the one New would return.
