@@ -2,6 +2,7 @@ package batchclient_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -167,4 +168,47 @@ func TestPoolSlowHandlersKeepLanes(t *testing.T) {
 	batch := maxConcurrency(t, false, 4, slow, opts)
 	assert.Equal(t, int64(2), plain, "plain rpcx")
 	assert.Equal(t, plain, batch, "batch path")
+}
+
+// With a pool, the window keeps work from piling up on the server: a lane
+// gets no more entries unfinished there than the pool runs and queues
+// (here 2 + 6), so a burst of casts to slow (300 ms) handlers fills the
+// client's bounded queue (16), and the overflow policy applies there: each
+// cast waits for room for at most 20 ms. Without the bound the server took
+// the whole burst and no cast waited.
+func TestPoolWindowPushesBackToClient(t *testing.T) {
+	s := server.NewServer(server.WithPool(2, 6))
+	_, err := batchserver.New(s)
+	require.NoError(t, err)
+	g := new(Gauge)
+	require.NoError(t, s.RegisterName("Gauge", g, ""))
+	addr, stop, err := testsvc.Serve(s)
+	require.NoError(t, err)
+	t.Cleanup(stop)
+
+	c := newClient(t, batchclient.WithLanes(1), batchclient.WithQueueLimits(16, 1<<20))
+	waitConnected(t, c, addr)
+	const burst = 100
+	waited := 0
+	for i := 0; i < burst; i++ {
+		// Cancelled rather than timed out: a deadline would travel with
+		// the cast and end its handler at 20 ms.
+		ctx, cancel := context.WithCancel(context.Background())
+		timer := time.AfterFunc(20*time.Millisecond, cancel)
+		err := c.Cast(ctx, addr, "Gauge", "Hold", &testsvc.Args{A: 300, B: i})
+		timer.Stop()
+		cancel()
+		switch {
+		case errors.Is(err, context.Canceled):
+			waited++
+		case err != nil:
+			t.Fatalf("cast %d: %v", i, err)
+		}
+	}
+	t.Logf("%d of %d casts found the client's queue full for 20 ms", waited, burst)
+	// 8 on the server, 16 queued, and 2 more every 300 ms as handlers
+	// finish: over 70 casts cannot get in; 40 leaves room for a slow
+	// machine.
+	assert.GreaterOrEqual(t, waited, 40)
+	assert.LessOrEqual(t, g.max.Load(), int64(2))
 }
