@@ -44,7 +44,9 @@ type Options struct {
 	WriteTimeout time.Duration
 	// Window is the most entries each lane may have unfinished here: with
 	// it, what a slow handler can make the server hold is bounded by
-	// lanes x Window entries per client. Default 16384.
+	// lanes x Window entries per client. Default 16384; with a pool that
+	// reports its bound (server.WithPool's), at most its workers plus its
+	// capacity.
 	Window int
 	// Registry receives the server metrics. Default: a new registry,
 	// available from Plugin.Metrics.
