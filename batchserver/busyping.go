@@ -68,7 +68,12 @@ func (pp *poolPinger) run() {
 		for i, c := range conns {
 			// One whole message in one Write: Go serialises a
 			// connection's Writes, so it never lands inside a reply
-			// frame (rpcx writes its own responses the same way).
+			// frame (rpcx writes its own responses the same way). It
+			// sets no deadline (that would cut short a reply frame
+			// being written): a Write can block only behind a full
+			// socket buffer, that is behind reply frames a client does
+			// not read, and the reply writer's write timeout then
+			// closes the connection, which ends this Write too.
 			c.c.Write(ping)
 			conns[i] = nil
 		}
