@@ -2,6 +2,8 @@ package batchserver
 
 import (
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/smallnest/rpcx/server"
 
@@ -150,4 +152,27 @@ func (f *poolFeeder) submitOne(t task) {
 		}
 	}()
 	f.pool.Submit(poolTask(t))
+}
+
+// holdOffPool keeps rpcx's Shutdown waiting until c has finished its
+// entries and written their replies, or is gone, as holdWhileDraining
+// does, but without holding the pool worker the frame's handler runs on:
+// rpcx runs frames on the user's pool too, and a frame handler waiting
+// there for its connection's entries, which wait for a worker of the same
+// pool, would hold Shutdown until its context ends. rpcx's count is taken
+// here, before the handler returns, and given back by a goroutine of its
+// own.
+func (p *Plugin) holdOffPool(c *conn) {
+	atomic.AddInt32(p.rs.handlerMsgNum, 1)
+	go func() {
+		defer atomic.AddInt32(p.rs.handlerMsgNum, -1)
+		tick := time.NewTicker(drainPoll)
+		defer tick.Stop()
+		for p.tracked(c) {
+			if settled, flushed := c.idle(); settled && flushed {
+				return
+			}
+			<-tick.C
+		}
+	}()
 }

@@ -211,6 +211,12 @@ func (p *Plugin) holdWhileDraining(c *conn) {
 	// The Unregister hook starts the drain; this covers a server whose
 	// hooks did not run (no services, or UnregisterAll called earlier).
 	p.beginDrain()
+	if p.opts.Pool != nil {
+		// On a user pool this handler holds a worker that its
+		// connection's entries may be queued for (pool.go).
+		p.holdOffPool(c)
+		return
+	}
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
 	for p.tracked(c) {
