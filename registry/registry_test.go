@@ -105,8 +105,14 @@ func TestClientTakesPathFromMetadata(t *testing.T) {
 		assert.Equal(t, n.svc.calls.Load(), n.serverCounter("rpcxbatch.server.calls"),
 			"every call %s served came through its batch plugin", n.addr)
 		assert.Equal(t, batchclient.Connected, bc.Info(n.addr).Status, "lanes to %s", n.addr)
-		assert.Positive(t, n.seen.count(handshake), "the request log sees handshakes")
+		// The batch plugin hides its lane messages from request hooks and
+		// runs them per entry: the log sees each batched call, no handshake.
+		assert.Equal(t, n.svc.calls.Load(), int64(n.seen.count(service+".Mul")),
+			"the request log of %s sees every batched call", n.addr)
+		assert.Zero(t, n.seen.count(handshake), "request hooks of %s saw a lane handshake", n.addr)
 	}
+	assert.Equal(t, p.svc.calls.Load(), int64(p.seen.count(service+".Mul")),
+		"the request log of the plain server sees its calls")
 	assert.Equal(t, batchclient.NotConnected, bc.Info(p.addr).Status, "no lane pool was tried for the plain server")
 	assert.Zero(t, p.seen.count(handshake), "the plain server got a batch handshake")
 	assert.Zero(t, counter(reg, "rpcxbatch.client.fallbacks"), "no server was found plain by probing")
