@@ -219,7 +219,11 @@ func (p *peer) run() {
 		dead := p.watch(lanes)
 		if dead != nil && dead.draining.Load() {
 			// The server is shutting down gracefully (see drain.go).
-			if !p.drainPool(lanes) {
+			drained := p.drainPool(lanes)
+			// rpcx's client tells its server-message channel when its
+			// connection ends, and a graceful Shutdown ends it.
+			p.c.pushLost(p.key, lanes[0].conn.RemoteAddr(), fmt.Errorf("%w: %s shut down gracefully", ErrConnection, p.addr))
+			if !drained {
 				p.setState(stateStopped, nil, ErrStopped)
 				return
 			}

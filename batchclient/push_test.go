@@ -1,6 +1,7 @@
 package batchclient_test
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"sync"
@@ -407,4 +408,28 @@ func TestPushSharedClient(t *testing.T) {
 	require.NoError(t, c.Call(ctxT(t, 10*time.Second), addr, "Pusher", "Push", &testsvc.PushArgs{N: 1, Tag: "after"}, &reply))
 	require.Len(t, ch, 1)
 	assert.Equal(t, "after", (<-ch).Metadata["tag"])
+}
+
+// TestPushLostNoticeOnGracefulShutdown is TestPushLostConnectionNotice with
+// a graceful Shutdown in place of Close: rpcx's client tells its channel
+// when Shutdown ends its connection, and so must the lanes.
+func TestPushLostNoticeOnGracefulShutdown(t *testing.T) {
+	for _, path := range pushPaths {
+		addr, s, _ := newPushServer(t, path.plainServer)
+		ch := make(chan *protocol.Message, 10)
+		xc := newPushXClient(t, path, addr, client.DefaultOption, ch)
+		var reply testsvc.PushReply
+		require.NoError(t, xc.Call(ctxT(t, 10*time.Second), "Push", &testsvc.PushArgs{N: 1, Tag: "l"}, &reply), path.name)
+		assert.Equal(t, protocol.Normal, recv(t, ch, path.name+": the push").MessageStatusType(), path.name)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		require.NoError(t, s.Shutdown(ctx))
+		cancel()
+		select {
+		case m := <-ch:
+			assert.Equal(t, protocol.Error, m.MessageStatusType(), path.name)
+			t.Logf("%s: notice %v", path.name, m.Metadata)
+		case <-time.After(5 * time.Second):
+			t.Errorf("%s: no lost-connection notice within 5 s after a graceful Shutdown", path.name)
+		}
+	}
 }

@@ -77,8 +77,12 @@ func (h *hookContainer) DoPreReadRequest(ctx context.Context) error {
 // lane's; a lane's handshake marks its connection as a lane.
 func (h *hookContainer) DoPostReadRequest(ctx context.Context, r *protocol.Message, e error) error {
 	if e == nil && isLaneMessage(r) {
-		if c, _ := ctx.Value(server.RemoteConnContextKey).(net.Conn); c != nil {
-			h.lanes.Store(c, struct{}{})
+		// Only the handshake marks the lane: a Store on every frame would
+		// allocate and write-lock a map all connections share.
+		if r.ServiceMethod == codec.MethodHandshake {
+			if c, _ := ctx.Value(server.RemoteConnContextKey).(net.Conn); c != nil {
+				h.lanes.Store(c, struct{}{})
+			}
 		}
 		return nil
 	}
