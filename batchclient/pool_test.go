@@ -54,6 +54,6 @@ func TestFramesRespectBatchCap(t *testing.T) {
 		cli := reg.Get("rpcxbatch.client.batch_size").(metrics.Histogram)
 		assert.LessOrEqual(t, srv.Max(), int64(tc.want))
 		assert.LessOrEqual(t, cli.Max(), int64(tc.want))
-		assert.Equal(t, int64(200), counter(p, "rpcxbatch.server.calls"))
+		assert.Equal(t, int64(200), counter(t, p, "rpcxbatch.server.calls"))
 	}
 }

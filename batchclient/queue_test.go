@@ -111,18 +111,18 @@ func TestInfoStartStop(t *testing.T) {
 	c.Stop(addr) // idempotent
 	assert.Equal(t, batchclient.NotConnected, c.Info(addr).Status)
 	// A stopped address takes the plain path.
-	before := counter(p, "rpcxbatch.server.calls")
+	before := counter(t, p, "rpcxbatch.server.calls")
 	var r testsvc.Reply
 	require.NoError(t, c.Call(ctxT(t, 5*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: 3, B: 3}, &r))
 	assert.Equal(t, 9, r.C)
-	assert.Equal(t, before, counter(p, "rpcxbatch.server.calls"))
+	assert.Equal(t, before, counter(t, p, "rpcxbatch.server.calls"))
 	err := c.Send(ctxT(t, time.Second), addr, "x", nil)
 	require.ErrorIs(t, err, batchclient.ErrNotBatchPeer)
 
 	in = waitConnected(t, c, addr)
 	assert.Equal(t, batchclient.Connected, in.Status)
 	require.NoError(t, c.Call(ctxT(t, 5*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: 4, B: 3}, &r))
-	assert.Equal(t, before+1, counter(p, "rpcxbatch.server.calls"))
+	assert.Equal(t, before+1, counter(t, p, "rpcxbatch.server.calls"))
 }
 
 func TestUnreachableIsPeerDown(t *testing.T) {

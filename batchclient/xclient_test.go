@@ -2,10 +2,12 @@ package batchclient_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -41,7 +43,7 @@ func TestDropInFallsBackToPlainRPCX(t *testing.T) {
 
 func TestDropInMixedPeers(t *testing.T) {
 	batchAddr, p := startServer(t, false)
-	plainAddr, _ := startServer(t, true)
+	plainAddr, plainMuls := startCountingPlain(t)
 	xc := newDropIn(t, batchAddr, plainAddr)
 	ctx := ctxT(t, 10*time.Second)
 
@@ -52,7 +54,7 @@ func TestDropInMixedPeers(t *testing.T) {
 	}
 	// RoundRobin over two servers: half the calls went through the batch
 	// plugin.
-	assert.Equal(t, int64(10), counter(p, "rpcxbatch.server.calls"))
+	assert.Equal(t, int64(10), counter(t, p, "rpcxbatch.server.calls"))
 
 	call, err := xc.Go(ctx, "Mul", &testsvc.Args{A: 4, B: 5}, &testsvc.Reply{}, nil)
 	require.NoError(t, err)
@@ -74,26 +76,57 @@ func TestDropInMixedPeers(t *testing.T) {
 		assert.Equal(t, 4, rc.Reply.(*testsvc.Reply).C, rc.Address)
 	}
 
-	before := counter(p, "rpcxbatch.server.casts")
+	before := counter(t, p, "rpcxbatch.server.casts")
+	plainBefore := plainMuls.Load()
 	for i := 0; i < 10; i++ {
 		require.NoError(t, xc.Oneshot(ctx, "Mul", &testsvc.Args{A: 1, B: 1}))
 	}
-	require.Eventually(t, func() bool { return counter(p, "rpcxbatch.server.casts") == before+5 },
+	casts := p.Metrics().Get("rpcxbatch.server.casts").(interface{ Count() int64 })
+	require.Eventually(t, func() bool { return casts.Count() == before+5 },
 		5*time.Second, 10*time.Millisecond, "oneshots on the batch peer run as casts")
+	require.Eventually(t, func() bool { return plainMuls.Load() == plainBefore+5 },
+		5*time.Second, 10*time.Millisecond, "oneshots on the plain peer run as rpcx oneway calls")
+}
+
+// countingArith is Arith's Mul, counted: the plain server of a mixed pool.
+type countingArith struct{ muls *atomic.Int64 }
+
+// Mul multiplies and counts.
+func (a countingArith) Mul(_ context.Context, args *testsvc.Args, r *testsvc.Reply) error {
+	a.muls.Add(1)
+	r.C = args.A * args.B
+	return nil
+}
+
+// startCountingPlain serves a counted Arith.Mul over plain rpcx (no batch
+// plugin) on loopback, and returns its address and count of Mul runs.
+func startCountingPlain(t *testing.T) (string, *atomic.Int64) {
+	t.Helper()
+	s := server.NewServer()
+	muls := new(atomic.Int64)
+	require.NoError(t, s.RegisterName("Arith", countingArith{muls}, ""))
+	addr, stop, err := testsvc.Serve(s)
+	require.NoError(t, err)
+	t.Cleanup(stop)
+	return addr, muls
 }
 
 func TestDropInOneshotWithoutReply(t *testing.T) {
 	addr, p := startServer(t, false)
 	xc := newDropIn(t, addr)
 	require.NoError(t, xc.Oneshot(context.Background(), "Mul", &testsvc.Args{A: 1, B: 1}))
-	require.Eventually(t, func() bool { return counter(p, "rpcxbatch.server.casts") == 1 },
+	casts := p.Metrics().Get("rpcxbatch.server.casts").(interface{ Count() int64 })
+	require.Eventually(t, func() bool { return casts.Count() == 1 },
 		5*time.Second, 10*time.Millisecond)
 }
 
-func counter(p *batchserver.Plugin, name string) int64 {
+// counter reads a counter of the plugin's registry; one that does not
+// exist fails the test.
+func counter(t testing.TB, p *batchserver.Plugin, name string) int64 {
+	t.Helper()
 	c, _ := p.Metrics().Get(name).(interface{ Count() int64 })
 	if c == nil {
-		return -1
+		t.Fatalf("no counter %q in the server's registry", name)
 	}
 	return c.Count()
 }

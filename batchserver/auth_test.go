@@ -125,5 +125,5 @@ func TestAuthPerEntrySends(t *testing.T) {
 		t.Fatalf("unexpected send %q delivered", v)
 	case <-time.After(50 * time.Millisecond):
 	}
-	assert.Equal(t, int64(2), counter(p.Metrics(), "rpcxbatch.server.errors.auth"))
+	assert.Equal(t, int64(2), counter(t, p.Metrics(), "rpcxbatch.server.errors.auth"))
 }

@@ -130,9 +130,9 @@ func TestCastsRunWithoutReply(t *testing.T) {
 	}
 	time.Sleep(20 * time.Millisecond)
 	assert.Equal(t, int64(n), cnt.n.Load(), "a cast ran more than once")
-	assert.Equal(t, int64(n), counter(p.Metrics(), "rpcxbatch.server.casts"))
-	assert.Zero(t, counter(p.Metrics(), "rpcxbatch.server.calls"))
-	assert.Zero(t, counter(p.Metrics(), "rpcxbatch.server.reply_frames"), "a cast produced a reply frame")
+	assert.Equal(t, int64(n), counter(t, p.Metrics(), "rpcxbatch.server.casts"))
+	assert.Zero(t, counter(t, p.Metrics(), "rpcxbatch.server.calls"))
+	assert.Zero(t, counter(t, p.Metrics(), "rpcxbatch.server.reply_frames"), "a cast produced a reply frame")
 }
 
 // TestDisabledServerIsPlain: WithPoolSize(Disabled) leaves the server plain;
@@ -152,8 +152,8 @@ func TestDisabledServerIsPlain(t *testing.T) {
 	assert.Equal(t, "hi", string(out))
 	err := c.Send(ctxT(t, 5*time.Second), addr, "h", []byte("x"))
 	require.ErrorIs(t, err, batchclient.ErrNotBatchPeer)
-	assert.Zero(t, counter(p.Metrics(), "rpcxbatch.server.frames"))
-	assert.Zero(t, counter(p.Metrics(), "rpcxbatch.server.calls"))
+	assert.Zero(t, counter(t, p.Metrics(), "rpcxbatch.server.frames"))
+	assert.Zero(t, counter(t, p.Metrics(), "rpcxbatch.server.calls"))
 }
 
 func TestInvalidPoolSize(t *testing.T) {
@@ -204,7 +204,7 @@ func TestExpiredDeadlineNotExecuted(t *testing.T) {
 	for _, i := range incs {
 		assert.Equal(t, p.Incarnation(), i, "reply frame incarnation")
 	}
-	assert.Equal(t, int64(1), counter(p.Metrics(), "rpcxbatch.server.errors.deadline"))
+	assert.Equal(t, int64(1), counter(t, p.Metrics(), "rpcxbatch.server.errors.deadline"))
 
 	// The next frame on the same connection: an entry with no deadline runs,
 	// and one whose deadline ends while it runs sees its context end.
@@ -242,7 +242,7 @@ func TestServerMetrics(t *testing.T) {
 
 	m := p.Metrics()
 	ok := eventually(5*time.Second, func() bool {
-		return counter(m, "rpcxbatch.server.casts") == 1 && counter(m, "rpcxbatch.server.sends") == 1
+		return counter(t, m, "rpcxbatch.server.casts") == 1 && counter(t, m, "rpcxbatch.server.sends") == 1
 	})
 	require.True(t, ok, "cast and send not counted")
 	for name, want := range map[string]int64{
@@ -253,11 +253,11 @@ func TestServerMetrics(t *testing.T) {
 		"rpcxbatch.server.errors.panic":           1,
 		"rpcxbatch.server.errors.malformed":       0,
 	} {
-		assert.Equal(t, want, counter(m, name), name)
+		assert.Equal(t, want, counter(t, m, name), name)
 	}
-	frames := counter(m, "rpcxbatch.server.frames")
+	frames := counter(t, m, "rpcxbatch.server.frames")
 	assert.Greater(t, frames, int64(0))
 	assert.LessOrEqual(t, frames, int64(24))
-	assert.Greater(t, counter(m, "rpcxbatch.server.reply_frames"), int64(0))
+	assert.Greater(t, counter(t, m, "rpcxbatch.server.reply_frames"), int64(0))
 	assert.NotNil(t, m.Get("rpcxbatch.server.batch_size"), "batch_size histogram")
 }

@@ -90,8 +90,8 @@ func TestSendHandlerFaults(t *testing.T) {
 		t.Fatal("send after the faulty ones did not arrive")
 	}
 	m := p.Metrics()
-	assert.Equal(t, int64(1), counter(m, "rpcxbatch.server.errors.unknown_send"))
-	assert.Equal(t, int64(1), counter(m, "rpcxbatch.server.errors.panic"))
+	assert.Equal(t, int64(1), counter(t, m, "rpcxbatch.server.errors.unknown_send"))
+	assert.Equal(t, int64(1), counter(t, m, "rpcxbatch.server.errors.panic"))
 	var r testsvc.Reply
 	require.NoError(t, c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 5}, &r))
 	assert.Equal(t, 10, r.C)
@@ -120,7 +120,7 @@ func TestReplyFramesRespectCaps(t *testing.T) {
 	assert.LessOrEqual(t, h.Max(), int64(4))
 
 	// Replies of ~150 KiB: two do not fit one 256 KiB frame.
-	before := counter(p.Metrics(), "rpcxbatch.server.reply_frames")
+	before := counter(t, p.Metrics(), "rpcxbatch.server.reply_frames")
 	const big = 8
 	concurrently(t, big, func(i int) error {
 		in := make([]byte, 150<<10)
@@ -133,7 +133,7 @@ func TestReplyFramesRespectCaps(t *testing.T) {
 		}
 		return nil
 	})
-	assert.GreaterOrEqual(t, counter(p.Metrics(), "rpcxbatch.server.reply_frames")-before, int64(big))
+	assert.GreaterOrEqual(t, counter(t, p.Metrics(), "rpcxbatch.server.reply_frames")-before, int64(big))
 }
 
 // TestWriteTimeoutDropsAClientThatDoesNotRead: a peer that sends calls but
@@ -156,7 +156,7 @@ func TestWriteTimeoutDropsAClientThatDoesNotRead(t *testing.T) {
 			break // the server already gave up on us
 		}
 	}
-	ok := eventually(5*time.Second, func() bool { return counter(p.Metrics(), "rpcxbatch.server.errors.write") > 0 })
+	ok := eventually(5*time.Second, func() bool { return counter(t, p.Metrics(), "rpcxbatch.server.errors.write") > 0 })
 	require.True(t, ok, "the server never gave up writing to a peer that does not read")
 
 	var r testsvc.Reply

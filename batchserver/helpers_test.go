@@ -81,11 +81,14 @@ func withToken(ctx context.Context, token string) context.Context {
 	return context.WithValue(ctx, share.ReqMetaDataKey, map[string]string{share.AuthKey: token})
 }
 
-// counter reads a counter of the plugin's registry (0 when absent).
-func counter(r metrics.Registry, name string) int64 {
+// counter reads a counter of the plugin's registry. A counter that does
+// not exist fails the test: after a rename, a check that it is zero must
+// not pass by reading nothing.
+func counter(t testing.TB, r metrics.Registry, name string) int64 {
+	t.Helper()
 	c, ok := r.Get(name).(metrics.Counter)
 	if !ok {
-		return 0
+		t.Fatalf("no counter %q in the registry", name)
 	}
 	return c.Count()
 }

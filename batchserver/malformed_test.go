@@ -73,14 +73,14 @@ func TestMalformedFrameClosesOnlyThatConnection(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			call()
-			before := counter(p.Metrics(), "rpcxbatch.server.errors.malformed")
+			before := counter(t, p.Metrics(), "rpcxbatch.server.errors.malformed")
 			raw := rawDial(t, addr)
 			rawHandshake(t, raw) // a lane handshakes first; the frames that follow are bad
 			for _, m := range tc.messages {
 				rawWrite(t, raw, m)
 			}
 			requireClosedByPeer(t, raw, 2*time.Second)
-			assert.Equal(t, before+1, counter(p.Metrics(), "rpcxbatch.server.errors.malformed"))
+			assert.Equal(t, before+1, counter(t, p.Metrics(), "rpcxbatch.server.errors.malformed"))
 			call()
 			assert.Equal(t, batchclient.Connected, c.Info(addr).Status)
 		})
@@ -119,20 +119,31 @@ func TestHugeDeclaredMessageLength(t *testing.T) {
 // way: closed, counted, logged.
 func TestFrameBeforeHandshakeClosesConnection(t *testing.T) {
 	addr, _, p := startServer(t)
-	before := counter(p.Metrics(), "rpcxbatch.server.errors.malformed")
+	before := counter(t, p.Metrics(), "rpcxbatch.server.errors.malformed")
 	raw := rawDial(t, addr)
 	rawWrite(t, raw, batchMessage(frame(1, mulEntry(1))))
 	requireClosedByPeer(t, raw, 2*time.Second)
-	assert.Equal(t, before+1, counter(p.Metrics(), "rpcxbatch.server.errors.malformed"))
+	assert.Equal(t, before+1, counter(t, p.Metrics(), "rpcxbatch.server.errors.malformed"))
 }
 
 // A frame that never arrives (rpcx may drop a frame, for example under a
 // rate-limiting plugin) does not leave the lane waiting forever: the
-// connection is closed and the client reconnects.
+// connection is closed and counted as malformed, and the server goes on
+// serving other connections. (A batchclient lane whose connection closes
+// reconnects; that is the client's lane-failure path, tested there.)
 func TestMissingFrameClosesConnection(t *testing.T) {
-	addr, _, _ := startServer(t)
+	addr, _, p := startServer(t)
+	before := counter(t, p.Metrics(), "rpcxbatch.server.errors.malformed")
 	raw := rawDial(t, addr)
 	rawHandshake(t, raw)
 	rawWrite(t, raw, batchMessage(frame(2, mulEntry(1)))) // frame 1 never comes
 	requireClosedByPeer(t, raw, 5*time.Second)
+	assert.Equal(t, before+1, counter(t, p.Metrics(), "rpcxbatch.server.errors.malformed"))
+	assert.Zero(t, counter(t, p.Metrics(), "rpcxbatch.server.calls"), "the frame behind the gap ran")
+
+	c := newClient(t)
+	waitConnected(t, c, addr)
+	var r testsvc.Reply
+	require.NoError(t, c.Call(ctxT(t, 5*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: 3, B: 7}, &r))
+	require.Equal(t, 21, r.C)
 }

@@ -82,7 +82,7 @@ func TestSendsArriveInOrderPerKey(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, int64(total), counter(p.Metrics(), "rpcxbatch.server.sends"))
+	require.Equal(t, int64(total), counter(t, p.Metrics(), "rpcxbatch.server.sends"))
 }
 
 // TestSlowSendHandlerKeepsTheLane: a send handler that is slow for a while
@@ -120,20 +120,22 @@ func TestSlowSendHandlerKeepsTheLane(t *testing.T) {
 	}
 	// Let the frames reach the server while the first send is still held.
 	m := p.Metrics()
-	eventually(5*time.Second, func() bool {
-		return counter(m, "rpcxbatch.server.frames") >= total-1 || counter(m, "rpcxbatch.server.errors.malformed") > 0
+	queued := eventually(10*time.Second, func() bool {
+		return counter(t, m, "rpcxbatch.server.frames") >= total-1 || counter(t, m, "rpcxbatch.server.errors.malformed") > 0
 	})
+	require.True(t, queued, "only %d of %d frames reached the server while the first send was held",
+		counter(t, m, "rpcxbatch.server.frames"), total)
 	close(release)
 
 	done := eventually(10*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(got) >= total || counter(m, "rpcxbatch.server.errors.malformed") > 0
+		return len(got) >= total || counter(t, m, "rpcxbatch.server.errors.malformed") > 0
 	})
 	mu.Lock()
 	n := len(got)
 	mu.Unlock()
-	require.Zero(t, counter(m, "rpcxbatch.server.errors.malformed"),
+	require.Zero(t, counter(t, m, "rpcxbatch.server.errors.malformed"),
 		"the server closed a well-behaved lane because frames queued up behind a slow send handler")
 	require.True(t, done && n == total, "%d of %d sends arrived", n, total)
 	mu.Lock()

@@ -75,7 +75,7 @@ func TestServicesRegisteredBeforeAndAfterNew(t *testing.T) {
 	require.NoError(t, s.RegisterFunctionName("Fn", "Add2", Add, ""))
 	require.NoError(t, c.Call(ctx, addr, "Fn", "Add2", &testsvc.Args{A: 1, B: 1}, &r))
 	assert.Equal(t, 2, r.C)
-	assert.Equal(t, int64(0), counter(p.Metrics(), "rpcxbatch.server.errors.malformed"))
+	assert.Equal(t, int64(0), counter(t, p.Metrics(), "rpcxbatch.server.errors.malformed"))
 }
 
 // TestUnregisterAll: after UnregisterAll the batch path answers exactly as

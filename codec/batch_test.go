@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/vmihailenco/msgpack/v5"
 	"github.com/stretchr/testify/require"
 )
 
@@ -35,8 +36,40 @@ func TestBatchRoundTripSample(t *testing.T) {
 		entries[i] = sampleEntry(i)
 	}
 	frame := roundTripBatch(t, 42, entries)
-	// The builder helper and the step-by-step appends write the same bytes.
-	assert.Equal(t, len(encodeBatch(42, entries)), len(frame))
+	// An independent msgpack decoder reads the frame as the wire format
+	// says it is laid out: [version, frameSeq, [entry...]], each entry
+	// [kind, id, path, method, metadata, serializeType, payload, timeout].
+	var wire []any
+	require.NoError(t, msgpack.Unmarshal(frame, &wire))
+	require.Len(t, wire, 3)
+	assert.EqualValues(t, Version, wire[0])
+	assert.EqualValues(t, 42, wire[1])
+	got, ok := wire[2].([]any)
+	require.True(t, ok, "the entries are not an array: %T", wire[2])
+	require.Len(t, got, len(entries))
+	for i, g := range got {
+		f, ok := g.([]any)
+		require.True(t, ok, "entry %d is not an array: %T", i, g)
+		require.Len(t, f, 8, "entry %d", i)
+		e := entries[i]
+		assert.EqualValues(t, e.Kind, f[0], "entry %d kind", i)
+		assert.EqualValues(t, e.ID, f[1], "entry %d id", i)
+		assert.Equal(t, e.ServicePath, f[2], "entry %d path", i)
+		assert.Equal(t, e.ServiceMethod, f[3], "entry %d method", i)
+		meta := map[string]string{}
+		if m, ok := f[4].(map[string]any); ok {
+			for k, v := range m {
+				meta[k], _ = v.(string)
+			}
+		}
+		assert.Equal(t, len(e.Metadata), len(meta), "entry %d metadata", i)
+		for k, v := range e.Metadata {
+			assert.Equal(t, v, meta[k], "entry %d metadata %q", i, k)
+		}
+		assert.EqualValues(t, e.SerializeType, f[5], "entry %d serialize type", i)
+		assert.Equal(t, e.Payload, f[6], "entry %d payload", i)
+		assert.EqualValues(t, e.TimeoutMicros, f[7], "entry %d timeout", i)
+	}
 }
 
 func TestBatchRoundTripStringLengths(t *testing.T) {

@@ -123,5 +123,11 @@ func TestCastAll(t *testing.T) {
 		return na.done.Load() == 2 && nb.done.Load() == 1 && inproc.done.Load() == 1
 	}, "every entry ran the cast")
 	require.Zero(t, network.calls.Load())
+	// An empty list casts to no node, and is no error; a cast to b alone
+	// after it is the marker that anything it had sent would have run.
 	require.NoError(t, group.CastAll(ctxT(t, time.Second), g, "Node", "Do", args, group.On()))
+	require.NoError(t, group.CastAll(ctxT(t, time.Second), g, "Node", "Do", args, group.On(b)))
+	eventually(t, func() bool { return nb.done.Load() == 2 }, "the cast to b alone ran")
+	require.Equal(t, int64(2), na.done.Load(), "a cast with an empty list reached a")
+	require.Equal(t, int64(1), inproc.done.Load(), "a cast with an empty list ran locally")
 }

@@ -168,14 +168,18 @@ func (n *node) stop() {
 }
 
 // serverCounter reads a batch server's go-metrics counter.
-func (n *node) serverCounter(name string) int64 {
-	return counter(n.batch.Metrics(), name)
+func (n *node) serverCounter(t testing.TB, name string) int64 {
+	t.Helper()
+	return counter(t, n.batch.Metrics(), name)
 }
 
-func counter(r metrics.Registry, name string) int64 {
+// counter reads a go-metrics counter; one that does not exist fails the
+// test, so that a check that it is zero cannot pass after a rename.
+func counter(t testing.TB, r metrics.Registry, name string) int64 {
+	t.Helper()
 	c, ok := r.Get(name).(metrics.Counter)
 	if !ok {
-		return 0
+		t.Fatalf("no counter %q in the registry", name)
 	}
 	return c.Count()
 }

@@ -102,7 +102,7 @@ func TestClientTakesPathFromMetadata(t *testing.T) {
 		assert.Positive(t, n.svc.calls.Load(), "RoundRobin reached %s", n.addr)
 	}
 	for _, n := range []*node{b1, b2} {
-		assert.Equal(t, n.svc.calls.Load(), n.serverCounter("rpcxbatch.server.calls"),
+		assert.Equal(t, n.svc.calls.Load(), n.serverCounter(t, "rpcxbatch.server.calls"),
 			"every call %s served came through its batch plugin", n.addr)
 		assert.Equal(t, batchclient.Connected, bc.Info(n.addr).Status, "lanes to %s", n.addr)
 		// The batch plugin hides its lane messages from request hooks and
@@ -115,9 +115,9 @@ func TestClientTakesPathFromMetadata(t *testing.T) {
 		"the request log of the plain server sees its calls")
 	assert.Equal(t, batchclient.NotConnected, bc.Info(p.addr).Status, "no lane pool was tried for the plain server")
 	assert.Zero(t, p.seen.count(handshake), "the plain server got a batch handshake")
-	assert.Zero(t, counter(reg, "rpcxbatch.client.fallbacks"), "no server was found plain by probing")
+	assert.Zero(t, counter(t, reg, "rpcxbatch.client.fallbacks"), "no server was found plain by probing")
 	batched := b1.svc.calls.Load() + b2.svc.calls.Load()
-	frames := b1.serverCounter("rpcxbatch.server.frames") + b2.serverCounter("rpcxbatch.server.frames")
+	frames := b1.serverCounter(t, "rpcxbatch.server.frames") + b2.serverCounter(t, "rpcxbatch.server.frames")
 	t.Logf("%d calls: %d batched in %d frames (%.1f per frame), %d plain",
 		total, batched, frames, float64(batched)/float64(max(frames, 1)), p.svc.calls.Load())
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/smallnest/rpcx/client"
 	"github.com/smallnest/rpcx/log"
@@ -112,17 +113,17 @@ func (c *counter) Mul(_ context.Context, a *testsvc.Args, r *testsvc.Reply) erro
 // local server, and under Failover a dead local server fails over to the
 // others.
 func TestSelectorsOnXClients(t *testing.T) {
-	start := func() (string, *counter) {
+	start := func() (string, *counter, func()) {
 		s := server.NewServer()
 		c := new(counter)
 		require.NoError(t, s.RegisterName("Arith", c, ""))
 		addr, stop, err := testsvc.Serve(s)
 		require.NoError(t, err)
 		t.Cleanup(stop)
-		return addr, c
+		return addr, c, stop
 	}
-	a, ca := start()
-	b, cb := start()
+	a, ca, _ := start()
+	b, cb, stopB := start()
 	d, err := client.NewMultipleServersDiscovery([]*client.KVPair{{Key: "tcp@" + a}, {Key: "tcp@" + b}})
 	require.NoError(t, err)
 	for _, xc := range []client.XClient{
@@ -149,4 +150,26 @@ func TestSelectorsOnXClients(t *testing.T) {
 	}
 	require.NoError(t, xc.Close())
 	require.EqualValues(t, 5, ca.n.Load())
+
+	// The local server dies: under Failover, with a context made by Track,
+	// every call still succeeds, on the other server, with either XClient.
+	stopB()
+	bBefore, aBefore := cb.n.Load(), ca.n.Load()
+	for _, xc := range []client.XClient{
+		client.NewXClient("Arith", client.Failover, client.RandomSelect, d, client.DefaultOption),
+		batchclient.NewXClient("Arith", client.Failover, client.RandomSelect, d, client.DefaultOption),
+	} {
+		xc.SetSelector(selector.NewLocalFirst(b))
+		for i := 0; i < 10; i++ {
+			var r testsvc.Reply
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := xc.Call(selector.Track(ctx), "Mul", &testsvc.Args{A: i, B: 3}, &r)
+			cancel()
+			require.NoError(t, err, "call %d with the local server down", i)
+			require.Equal(t, 3*i, r.C)
+		}
+		require.NoError(t, xc.Close())
+	}
+	require.Equal(t, bBefore, cb.n.Load(), "the stopped local server ran calls")
+	require.EqualValues(t, aBefore+20, ca.n.Load(), "the calls did not fail over to the other server")
 }
