@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
+	"github.com/rpcxbatch/rpcxbatch/batchserver"
 	"github.com/rpcxbatch/rpcxbatch/codec"
 	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
 )
@@ -231,7 +232,12 @@ func TestReplyLargerThanClientCap(t *testing.T) {
 	var out []byte
 	err := c.Call(ctxT(t, 5*time.Second), addr, "Echo", "Grow", &n, &out)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "exceeds the frame byte cap")
+	// The server refused the reply: a service error, as rpcx's client
+	// returns for an error its server sent, with the server's reason.
+	var se client.ServiceError
+	require.True(t, errors.As(err, &se), "%T is not a client.ServiceError: %v", err, err)
+	assert.True(t, se.IsServiceError())
+	assert.Contains(t, err.Error(), batchserver.ErrReplyTooLarge.Error())
 	n = 100 << 10
 	require.NoError(t, c.Call(ctxT(t, 5*time.Second), addr, "Echo", "Grow", &n, &out))
 	assert.Len(t, out, n)
