@@ -25,3 +25,19 @@ func WokenCallers(c *Client) int64 { return c.woken.Load() }
 
 // LaneConn returns the connection of one of addr's lanes, or nil.
 func LaneConn(c *Client, addr string) net.Conn { return c.laneConn(addr) }
+
+// RoomWaiters is the count of callers waiting for queue room on the lanes
+// of addr's current pool, and QueuedEntries the entries queued on them.
+func RoomWaiters(c *Client, addr string) (waiters, queued int) {
+	p, err := c.peer(addr)
+	if err != nil || p == nil {
+		return 0, 0
+	}
+	for _, l := range p.view.Load().lanes {
+		l.qmu.Lock()
+		waiters += l.waiting
+		queued += len(l.queue)
+		l.qmu.Unlock()
+	}
+	return waiters, queued
+}

@@ -191,10 +191,13 @@ func TestFaultFreezeDetectedByHeartbeat(t *testing.T) {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				var r testsvc.Reply
-				err := c.Call(ctx, b.Addr(), "Arith", "Mul", &testsvc.Args{A: w, B: i}, &r)
+				// A distinct reply per call of every worker: a reply
+				// delivered to another call shows.
+				a := (w+1)<<24 | i
+				err := c.Call(ctx, b.Addr(), "Arith", "Mul", &testsvc.Args{A: a, B: 3}, &r)
 				cancel()
-				if err == nil && r.C != w*i {
-					err = fmt.Errorf("B: %d*%d gave %d", w, i, r.C)
+				if err == nil && r.C != 3*a {
+					err = fmt.Errorf("B: %d*3 gave %d", a, r.C)
 				}
 				if err != nil {
 					bErrMu.Lock()
@@ -233,6 +236,7 @@ func TestFaultFreezeDetectedByHeartbeat(t *testing.T) {
 		t.Fatalf("%d of %d calls to frozen A still hang %v after SIGSTOP", n-int(returned.Load()), n, time.Since(stopAt))
 	}
 	detectedAt := time.Now()
+	bAtDetect := bOK.Load()
 
 	// While A stays frozen the client's reconnect attempts hang in the
 	// handshake until DialTimeout: calls to A wait for an attempt at most,
@@ -297,13 +301,14 @@ func TestFaultFreezeDetectedByHeartbeat(t *testing.T) {
 	assert.Equal(t, n, conn, "calls to frozen A failed without ErrConnection: %v", others)
 	assert.Positive(t, hb, "no call to frozen A failed with ErrHeartbeat")
 	assert.Empty(t, bErrs, "calls to B failed while A was frozen")
-	assert.GreaterOrEqual(t, bDuring, int64(300), "too few calls to B completed while A was frozen")
-	// The healthy peer keeps its pace while the other one is frozen. The
-	// bar is lower than the 80 % the transport aims for, so that a noisy
-	// 2-core machine does not fail the test; the figure is logged.
+	// The healthy peer goes on while the other one is frozen. How fast is
+	// logged, not asserted (speed belongs to the benchmarks and perf/):
+	// what is asserted is that B's calls went on at all through the whole
+	// freeze and none failed.
+	assert.Positive(t, bDuring, "no call to B completed while A was frozen")
+	assert.Greater(t, bOK.Load(), bAtDetect, "no call to B completed after A's calls failed")
 	rateDuring := float64(bDuring) / freezeWindow.Seconds()
 	t.Logf("freeze: B ran at %.0f calls/s before and %.0f calls/s during the freeze: %.0f %%", rateBefore, rateDuring, 100*rateDuring/rateBefore)
-	assert.GreaterOrEqual(t, rateDuring/rateBefore, 0.5, "the healthy peer slowed down while the other was frozen")
 
 	contAt := time.Now()
 	a.Thaw()
@@ -338,14 +343,19 @@ func TestFaultRestartAtSameAddress(t *testing.T) {
 	require.Equal(t, first.Incarnation(), in.Incarnation)
 	inc1 := in.Incarnation
 
-	// Calls in flight at the kill: each fails or returns its own B=1.
+	// Calls in flight at the kill: each fails or returns its own reply,
+	// distinct per call (B = i+1), so that a reply handed to the wrong
+	// call shows.
 	const nBefore = 500
 	startedBefore := faultProbeCalls(t, c, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	resBefore, returnedBefore, doneBefore := faultFire(c, ctx, addr, "Sleep", nBefore, func(int) testsvc.Args { return testsvc.Args{A: 200, B: 1} })
-	deadline := time.Now().Add(5 * time.Second)
-	for probes := 1; faultProbeCalls(t, c, addr)-startedBefore-probes < nBefore/2 && time.Now().Before(deadline); probes++ {
+	resBefore, returnedBefore, doneBefore := faultFire(c, ctx, addr, "Sleep", nBefore, func(i int) testsvc.Args { return testsvc.Args{A: 200 + i%50, B: i + 1} })
+	deadline := time.Now().Add(10 * time.Second)
+	for probes := 1; faultProbeCalls(t, c, addr)-startedBefore-probes < nBefore/2; probes++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("half of the %d calls did not reach the server within 10 s", nBefore)
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	killAt := time.Now()
@@ -377,10 +387,10 @@ func TestFaultRestartAtSameAddress(t *testing.T) {
 		switch {
 		case rs.err != nil:
 			failed++
-		case rs.c == 1:
+		case rs.c == i+1:
 			ok++
 		default:
-			t.Errorf("call %d made before the kill returned C=%d, want 1 or an error", i, rs.c)
+			t.Errorf("call %d made before the kill returned C=%d, want %d or an error", i, rs.c, i+1)
 		}
 	}
 	t.Logf("restart: of %d calls in flight at the kill, %d failed and %d returned their own reply", nBefore, failed, ok)
