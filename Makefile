@@ -1,7 +1,9 @@
 # rpcxbatch make targets. `make test` is what CI runs.
 GO ?= go
 # Packages whose goroutines share state: always run under the race detector.
-RACE_DIRS = codec batchserver batchclient group selector plugin internal/fastcodec
+# reliability/ too: its 50,000-goroutine tests stay within the detector's
+# limits (they use Go calls, not a goroutine per call, where it matters).
+RACE_DIRS = codec batchserver batchclient group selector plugin internal/fastcodec reliability
 RACE_PKGS = $(foreach d,$(RACE_DIRS),$(if $(wildcard $(d)/*.go),./$(d)/...))
 
 .PHONY: test vet race unit bench example group-example cluster-example fuzz fuzz-long soak perf perf-quick fmt-check
@@ -23,7 +25,7 @@ vet:
 # says why it was skipped).
 race:
 	@command -v etcd >/dev/null 2>&1 || echo "NOTE: no etcd binary on PATH ($(ETCD_HINT)): the etcd integration tests in ./registry/ will be skipped (with CI=true they fail)"
-	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
+	$(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
 	$(GO) test -race -count=1 -timeout 5m -v ./registry/
 	$(GO) test -count=1 -timeout 10m $$($(GO) list ./... | grep -v $(foreach d,$(RACE_DIRS) registry,-e /$(d)))
 

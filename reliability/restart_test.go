@@ -86,4 +86,18 @@ func TestSendOrderAcrossRestart(t *testing.T) {
 	t.Logf("restart: %d sends accepted around the restart, %d of all reached the new incarnation, %d out of order",
 		sentDuring, received, reordered)
 	assert.Zero(t, reordered, "sends arrived out of order after the reconnect")
+	// Every send made once the new pool was up arrived, exactly once; none
+	// of those the old server had received was replayed to the new one.
+	assert.Equal(t, keys*perPhase, sendsIn(t, c, addr, 2*perPhase, 3*perPhase), "sends made after the reconnect lost or duplicated")
+	assert.Zero(t, sendsIn(t, c, addr, 0, perPhase), "sends the old server had received were replayed to the new one")
+	assert.LessOrEqual(t, sendsIn(t, c, addr, perPhase, 2*perPhase), sentDuring, "more sends of the restart phase arrived than were accepted")
+}
+
+// sendsIn asks a child server how many "seq" sends numbered from..to-1 it
+// received, over all keys.
+func sendsIn(t *testing.T, c *batchclient.Client, addr string, from, to int) int {
+	t.Helper()
+	var r testsvc.Reply
+	require.NoError(t, c.Call(ctxT(t, 10*time.Second), addr, "Probe", "SendsIn", &testsvc.Args{A: from, B: to}, &r))
+	return r.C
 }

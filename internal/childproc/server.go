@@ -23,8 +23,24 @@ type Probe struct {
 
 	mu        sync.Mutex
 	next      map[uint32]uint32 // per key: the sequence number expected next
+	byNumber  map[uint32]int    // sends received per sequence number, all keys
 	received  int
 	reordered int
+}
+
+// SendsIn returns in C how many "seq" sends with a sequence number in
+// [A, B) the child received, over all keys: a test tells the sends of one
+// phase from another's by their numbers.
+func (pr *Probe) SendsIn(_ context.Context, a *testsvc.Args, r *testsvc.Reply) error {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	r.C = 0
+	for n, k := range pr.byNumber {
+		if int(n) >= a.A && int(n) < a.B {
+			r.C += k
+		}
+	}
+	return nil
 }
 
 // Calls returns how many batched calls the child has started.
@@ -54,6 +70,7 @@ func (pr *Probe) seq(_ context.Context, payload []byte) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	pr.received++
+	pr.byNumber[n]++
 	if n < pr.next[key] {
 		pr.reordered++
 		return
@@ -68,7 +85,7 @@ func serve(addr string) int {
 	rlog.SetDummyLogger()
 	s := server.NewServer()
 	p, err := batchserver.New(s)
-	pr := &Probe{p: p, next: make(map[uint32]uint32)}
+	pr := &Probe{p: p, next: make(map[uint32]uint32), byNumber: make(map[uint32]int)}
 	if err == nil {
 		err = errors.Join(
 			s.RegisterName("Arith", new(testsvc.Arith), ""),
