@@ -6,7 +6,7 @@ GO ?= go
 RACE_DIRS = codec batchserver batchclient group selector plugin internal/fastcodec reliability
 RACE_PKGS = $(foreach d,$(RACE_DIRS),$(if $(wildcard $(d)/*.go),./$(d)/...))
 
-.PHONY: test vet race unit bench example group-example cluster-example fuzz fuzz-long soak perf perf-quick fmt-check
+.PHONY: test vet race unit mutate bench example group-example cluster-example fuzz fuzz-long soak perf perf-quick fmt-check
 
 # The etcd integration tests (./registry/) and cluster-example need the etcd
 # binary; each starts its own throwaway etcd on free loopback ports.
@@ -31,6 +31,13 @@ race:
 
 unit:
 	$(GO) test -count=1 ./...
+
+# Plants deliberate faults, one at a time, in scratch copies of the tree
+# and runs the tests of the packages concerned: every fault must make a
+# test fail (see internal/mutate for the list). MUTATE=regexp picks faults.
+MUTATE ?=
+mutate:
+	$(GO) run ./internal/mutate -run '$(MUTATE)'
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./batchclient/ ./group/

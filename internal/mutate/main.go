@@ -1,0 +1,270 @@
+// Command mutate checks that the test suite catches deliberate faults. It
+// copies the working tree to a scratch directory once per fault, plants
+// the fault there (exact text replacements in the production code), runs
+// the tests of the packages the fault concerns, and reports which tests
+// failed. A fault that no test catches, or that can no longer be planted
+// because the code it edits changed, makes it exit non-zero.
+//
+// Run it from the module root as `make mutate`, or
+// `go run ./internal/mutate [-run regexp-of-fault-names]`.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// edit replaces old, which must occur exactly once in file, with new.
+type edit struct {
+	file, old, new string
+}
+
+// fault is one deliberate defect and the packages whose tests must catch it.
+type fault struct {
+	name  string
+	edits []edit
+	pkgs  []string
+}
+
+// faults are the planted defects. Each edit's old text is copied from the
+// code it breaks: when that code changes, the fault fails to plant and
+// must be updated with it.
+var faults = []fault{
+	{
+		name: "incarnation-check-dropped",
+		edits: []edit{{"batchclient/lane.go",
+			"if inc != l.hs.Incarnation {\n\t\t\t\t// Not this lane's server",
+			"if false {\n\t\t\t\t// Not this lane's server"}},
+		pkgs: []string{"./batchclient/"},
+	},
+	{
+		name: "reply-to-wrong-id",
+		edits: []edit{{"batchclient/lane.go",
+			"\t\tid := replies[i].ID\n\t\tpcs[i] = l.pending[id]",
+			"\t\tid := replies[(i+1)%len(replies)].ID\n\t\tpcs[i] = l.pending[id]"}},
+		pkgs: []string{"./batchclient/"},
+	},
+	{
+		name: "auth-skipped-for-second-entry",
+		edits: []edit{
+			{"batchserver/conn.go",
+				"\tfor i := range entries {\n\t\te := &entries[i]\n",
+				"\tfor i := range entries {\n\t\te := &entries[i]\n\t\tif i == 1 {\n\t\t\te.Metadata = map[string]string{\"__mutate_skip_auth\": \"1\"}\n\t\t}\n"},
+			{"batchserver/dispatch.go",
+				"\tif p.s.AuthFunc == nil {\n\t\treturn nil\n\t}",
+				"\tif p.s.AuthFunc == nil || e.Metadata[\"__mutate_skip_auth\"] == \"1\" {\n\t\treturn nil\n\t}"},
+		},
+		pkgs: []string{"./batchserver/"},
+	},
+	{
+		name: "queue-bytes-never-decremented",
+		edits: []edit{{"batchclient/lane.go",
+			"\tl.qBytes -= size\n",
+			"\t_ = size\n"}},
+		pkgs: []string{"./batchclient/"},
+	},
+	{
+		name: "deadline-ignored-at-handler-start",
+		edits: []edit{{"batchserver/dispatch.go",
+			"\tif e.TimeoutMicros < 0 {\n\t\tp.metrics.errDeadline.Inc(1)\n\t\treturn true\n\t}",
+			"\tif false {\n\t\tp.metrics.errDeadline.Inc(1)\n\t\treturn true\n\t}"}},
+		pkgs: []string{"./batchserver/"},
+	},
+	{
+		name: "send-lost-on-reconnect",
+		// The first send a new lane writes (its first frame: every
+		// connect, reconnects included) vanishes.
+		edits: []edit{{"batchclient/lane.go",
+			"func (l *lane) writeFrames(buf []byte, frameSeq *uint64, batch []*entry) ([]byte, error) {\n",
+			"func (l *lane) writeFrames(buf []byte, frameSeq *uint64, batch []*entry) ([]byte, error) {\n\tif *frameSeq == 0 && len(batch) > 0 && batch[0].Kind == codec.KindSend {\n\t\tbatch = batch[1:]\n\t}\n"}},
+		pkgs: []string{"./batchclient/"},
+	},
+	{
+		name: "context-ignored-while-waiting-for-room",
+		edits: []edit{{"batchclient/lane.go",
+			"\t\tcase <-done:\n\t\t\tl.qmu.Lock()\n\t\t\tl.waiting--\n\t\t\tl.qmu.Unlock()\n\t\t\treturn ctxErr()\n",
+			""}},
+		pkgs: []string{"./batchclient/"},
+	},
+}
+
+func main() {
+	only := flag.String("run", "", "run only the faults whose name matches this regexp")
+	keep := flag.Bool("keep", false, "keep the scratch copies (their paths are printed)")
+	timeout := flag.Duration("timeout", 8*time.Minute, "go test -timeout for each fault")
+	flag.Parse()
+	var re *regexp.Regexp
+	if *only != "" {
+		re = regexp.MustCompile(*only)
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		die(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		die(errors.New("run mutate from the module root (make mutate)"))
+	}
+	files, err := trackedFiles(root)
+	if err != nil {
+		die(err)
+	}
+	bad := 0
+	for _, f := range faults {
+		if re != nil && !re.MatchString(f.name) {
+			continue
+		}
+		start := time.Now()
+		caught, err := try(root, files, f, *timeout, *keep)
+		took := time.Since(start).Round(time.Second)
+		switch {
+		case err != nil:
+			bad++
+			fmt.Printf("%-40s ERROR      %v (%v)\n", f.name, err, took)
+		case len(caught) == 0:
+			bad++
+			fmt.Printf("%-40s NOT CAUGHT by %s (%v)\n", f.name, strings.Join(f.pkgs, " "), took)
+		default:
+			fmt.Printf("%-40s caught by  %s (%v)\n", f.name, strings.Join(caught, ", "), took)
+		}
+	}
+	if bad > 0 {
+		fmt.Printf("mutate: %d fault(s) not caught or not planted\n", bad)
+		os.Exit(1)
+	}
+	fmt.Println("mutate: every fault was caught")
+}
+
+func die(err error) {
+	fmt.Fprintln(os.Stderr, "mutate:", err)
+	os.Exit(2)
+}
+
+// trackedFiles lists the tree's files as git sees them: committed or not,
+// minus what .gitignore excludes.
+func trackedFiles(root string) ([]string, error) {
+	out, err := exec.Command("git", "-C", root, "ls-files", "-co", "--exclude-standard").Output()
+	if err != nil {
+		return nil, fmt.Errorf("git ls-files: %w", err)
+	}
+	return strings.Fields(string(out)), nil
+}
+
+// try plants f in a scratch copy and returns the tests that failed.
+func try(root string, files []string, f fault, timeout time.Duration, keep bool) ([]string, error) {
+	dir, err := os.MkdirTemp("", "rpcxbatch-mutate-"+f.name+"-")
+	if err != nil {
+		return nil, err
+	}
+	if keep {
+		fmt.Printf("%-40s scratch copy %s\n", f.name, dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	for _, name := range files {
+		if err := copyFile(filepath.Join(root, name), filepath.Join(dir, name)); err != nil {
+			return nil, err
+		}
+	}
+	for _, e := range f.edits {
+		path := filepath.Join(dir, e.file)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		if n := strings.Count(string(b), e.old); n != 1 {
+			return nil, fmt.Errorf("cannot plant: the text to replace occurs %d times in %s (the code changed: update the fault)", n, e.file)
+		}
+		if err := os.WriteFile(path, []byte(strings.Replace(string(b), e.old, e.new, 1)), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	args := append([]string{"test", "-count=1", "-json", "-timeout", timeout.String()}, f.pkgs...)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	failed, buildFailed := parse(out)
+	cmd.Wait()
+	if len(failed) == 0 && buildFailed != "" {
+		return nil, fmt.Errorf("the mutated tree does not build (%s): fix the fault's edit", buildFailed)
+	}
+	return failed, nil
+}
+
+// parse reads go test -json output and returns the failed tests (top
+// level, as package.Test) and a package that failed without any test
+// failing (a build failure, or a timeout).
+func parse(r io.Reader) (failed []string, buildFailed string) {
+	type event struct {
+		Action, Package, Test string
+	}
+	seen := map[string]bool{}
+	pkgFailed := map[string]bool{}
+	pkgHasFailedTest := map[string]bool{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev event
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Action != "fail" {
+			continue
+		}
+		if ev.Test == "" {
+			pkgFailed[ev.Package] = true
+			continue
+		}
+		pkgHasFailedTest[ev.Package] = true
+		name := filepath.Base(ev.Package) + "." + strings.SplitN(ev.Test, "/", 2)[0]
+		if !seen[name] {
+			seen[name] = true
+			failed = append(failed, name)
+		}
+	}
+	for p := range pkgFailed {
+		if !pkgHasFailedTest[p] {
+			buildFailed = p
+		}
+	}
+	sort.Strings(failed)
+	return failed, buildFailed
+}
+
+func copyFile(src, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil // listed by git, deleted in the work tree
+		}
+		return err
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, st.Mode().Perm())
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
