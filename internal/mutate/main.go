@@ -45,7 +45,7 @@ var faults = []fault{
 		name: "incarnation-check-dropped",
 		edits: []edit{{"batchclient/lane.go",
 			"if inc != l.hs.Incarnation {\n\t\t\t\t// Not this lane's server",
-			"if false {\n\t\t\t\t// Not this lane's server"}},
+			"if false && inc != l.hs.Incarnation {\n\t\t\t\t// Not this lane's server"}},
 		pkgs: []string{"./batchclient/"},
 	},
 	{
