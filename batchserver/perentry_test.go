@@ -95,4 +95,3 @@ func requireLogged(t *testing.T, from string, parts ...string) {
 	})
 	require.True(t, ok, "nothing logged through rpcx's logger for the connection from %s", from)
 }
-
