@@ -204,8 +204,9 @@ func (c *Client) Info(addr string) Info {
 	return p.info()
 }
 
-// Close tears down every connection; calls in flight fail with ErrStopped
-// and later ones with ErrClosed.
+// Close tears down every connection; calls in flight fail with an error
+// that is both ErrClosed and ErrStopped (errors.Is), and later ones with
+// ErrClosed.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	peers, plains := c.peers, c.stopped

@@ -234,7 +234,7 @@ func (p *peer) run() {
 		// One lane down means the pool is suspect (a restart, a freeze): a
 		// new pool is built against whatever incarnation answers next. The
 		// other lanes' calls fail with the dead lane's cause.
-		why := error(ErrStopped)
+		why := p.c.stopCause()
 		if dead != nil {
 			why = dead.deadErr
 		}
