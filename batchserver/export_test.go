@@ -17,3 +17,6 @@ func TrimWorkers(p *Plugin, now time.Time) { p.workers.trim(now) }
 
 // IdleWorkerTimeout is how long a parked goroutine is kept unused.
 const IdleWorkerTimeout = idleWorkerTimeout
+
+// MaxIdleWorkers bounds the goroutines the plugin keeps parked.
+const MaxIdleWorkers = maxIdleWorkers

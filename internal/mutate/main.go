@@ -91,6 +91,13 @@ var faults = []fault{
 		pkgs: []string{"./batchclient/"},
 	},
 	{
+		name: "parked-goroutine-cap-ignored",
+		edits: []edit{{"batchserver/workers.go",
+			"if w.closed || len(w.idle) >= maxIdleWorkers {",
+			"if w.closed {"}},
+		pkgs: []string{"./batchserver/"},
+	},
+	{
 		name: "context-ignored-while-waiting-for-room",
 		edits: []edit{{"batchclient/lane.go",
 			"\t\tcase <-done:\n\t\t\tl.qmu.Lock()\n\t\t\tl.waiting--\n\t\t\tl.qmu.Unlock()\n\t\t\treturn ctxErr()\n",

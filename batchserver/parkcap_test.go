@@ -1,0 +1,66 @@
+package batchserver_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/smallnest/rpcx/client"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rpcxbatch/rpcxbatch/batchclient"
+	"github.com/rpcxbatch/rpcxbatch/batchserver"
+	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
+)
+
+// gate is a service whose calls wait until it opens.
+type gate struct{ open chan struct{} }
+
+// Wait returns A once the gate is open, or the context's error.
+func (g *gate) Wait(ctx context.Context, a *testsvc.Args, r *testsvc.Reply) error {
+	select {
+	case <-g.open:
+		r.C = a.A
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestParkedWorkersCapped: "as many are kept parked as the busiest moment
+// needed, at most 16,384". More calls than that run at once (Go calls: no
+// client goroutine each, all held on the server until every one runs);
+// once they are done, exactly the cap stays parked.
+func TestParkedWorkersCapped(t *testing.T) {
+	s, p := newServer(t)
+	g := &gate{open: make(chan struct{})}
+	require.NoError(t, s.RegisterName("Gate", g, ""))
+	addr := serve(t, s)
+	c := newClient(t, batchclient.WithLanes(2))
+	waitConnected(t, c, addr)
+	const parkedCap = 16384 // README's figure
+	require.Equal(t, parkedCap, batchserver.MaxIdleWorkers, "the cap differs from README's")
+	n := parkedCap + 2000
+	ctx := ctxT(t, 90*time.Second)
+	calls := p.Metrics().Get("rpcxbatch.server.calls").(interface{ Count() int64 })
+	done := make(chan *client.Call, n)
+	for i := 0; i < n; i++ {
+		c.Go(ctx, addr, "Gate", "Wait", &testsvc.Args{A: i}, &testsvc.Reply{}, done)
+	}
+	require.True(t, eventually(60*time.Second, func() bool { return calls.Count() == int64(n) }),
+		"%d of %d calls running", calls.Count(), n)
+	close(g.open)
+	seen := make([]bool, n)
+	for i := 0; i < n; i++ {
+		select {
+		case call := <-done:
+			require.NoError(t, call.Error)
+			seen[call.Reply.(*testsvc.Reply).C] = true
+		case <-ctx.Done():
+			t.Fatalf("%d of %d calls returned", i, n)
+		}
+	}
+	require.NotContains(t, seen, false, "a call got another's reply")
+	require.True(t, eventually(10*time.Second, func() bool { return batchserver.IdleWorkers(p) == parkedCap }),
+		"parked: %d, cap %d", batchserver.IdleWorkers(p), parkedCap)
+}
