@@ -114,7 +114,10 @@ func (c *conn) deliver(seq uint64, entries []codec.Entry, arrived time.Time) {
 	_, gap := c.held[c.nextSeq]
 	gap = !gap && seq != c.nextSeq
 	_, dup := c.held[seq]
-	if seq < c.nextSeq || dup || len(c.held) >= maxHeldFrames*4 || (gap && len(c.held) >= maxHeldFrames) {
+	// While delivery is busy (a slow send handler), a late frame is rpcx's
+	// goroutine scheduling, not a peer running ahead: the in-sequence
+	// bound applies.
+	if seq < c.nextSeq || dup || len(c.held) >= maxHeldFrames*4 || (gap && !c.delivering && len(c.held) >= maxHeldFrames) {
 		err := fmt.Errorf("%w: frame %d out of sequence (next is %d, %d held)", codec.ErrMalformed, seq, c.nextSeq, len(c.held))
 		c.orderMu.Unlock()
 		c.fail(err)

@@ -1,0 +1,100 @@
+package batchserver_test
+
+import (
+	"context"
+	"encoding/binary"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rpcxbatch/rpcxbatch/codec"
+)
+
+// TestLateFrameBehindSlowSendHandler: rpcx hands each frame to a goroutine
+// of its own, so on a busy machine one frame can reach the plugin after
+// thousands of later ones. While a slow send handler keeps the lane's
+// delivery busy, that is no sign of a peer running ahead of itself: the
+// frames are held (within the in-sequence bound) and the lane is kept.
+// (TestSlowSendHandlerKeepsTheLane failed this way under -race on 2 busy
+// cores; here the late frame is written late on purpose.)
+func TestLateFrameBehindSlowSendHandler(t *testing.T) {
+	const later = 4200 // more than maxHeldFrames (4096) held behind the gap
+	addr, _, p := startServer(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var (
+		mu   sync.Mutex
+		got  []uint32
+		once sync.Once
+	)
+	require.NoError(t, p.HandleSend("slow", func(_ context.Context, b []byte) {
+		once.Do(func() {
+			close(entered)
+			select {
+			case <-release:
+			case <-time.After(20 * time.Second):
+			}
+		})
+		mu.Lock()
+		got = append(got, binary.BigEndian.Uint32(b))
+		mu.Unlock()
+	}))
+	send := func(seq uint64) []byte {
+		var b [4]byte
+		binary.BigEndian.PutUint32(b[:], uint32(seq))
+		return batchMessage(frame(seq, codec.Entry{Kind: codec.KindSend, ServicePath: "slow", Payload: b[:]}))
+	}
+	raw := rawDial(t, addr)
+	rawHandshake(t, raw)
+	rawWrite(t, raw, send(1))
+	select {
+	case <-entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first send did not reach its handler")
+	}
+	// Frames 3 … later+2 first; frame 2 comes last.
+	var burst []byte
+	for seq := uint64(3); seq < later+3; seq++ {
+		burst = append(burst, send(seq)...)
+	}
+	rawWrite(t, raw, burst)
+	frames := p.Metrics().Get("rpcxbatch.server.frames").(interface{ Count() int64 })
+	malformed := p.Metrics().Get("rpcxbatch.server.errors.malformed").(interface{ Count() int64 })
+	require.True(t, eventually(20*time.Second, func() bool { return frames.Count() == later+1 || malformed.Count() > 0 }),
+		"%d of %d frames reached the plugin", frames.Count(), later+1)
+	rawWrite(t, raw, send(2))
+	close(release)
+	ok := eventually(20*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == later+2 || malformed.Count() > 0
+	})
+	require.Zero(t, malformed.Count(), "the lane was closed while its delivery was busy")
+	require.True(t, ok, "not every send arrived")
+	mu.Lock()
+	defer mu.Unlock()
+	for i, v := range got {
+		assert.Equal(t, uint32(i+1), v, "position %d", i)
+	}
+}
+
+// TestPeerRunningAheadClosed: with delivery idle, a connection that sends
+// thousands of frames past one it never sends is not a lane: it is closed
+// before it holds more than maxHeldFrames (4096), without waiting for the
+// missing frame's 2 s.
+func TestPeerRunningAheadClosed(t *testing.T) {
+	addr, _, p := startServer(t)
+	raw := rawDial(t, addr)
+	rawHandshake(t, raw)
+	var burst []byte
+	for seq := uint64(2); seq < 4200; seq++ {
+		burst = append(burst, batchMessage(frame(seq, mulEntry(0)))...)
+	}
+	go raw.Write(burst) // the server may close the connection before reading it all
+	requireClosedByPeer(t, raw, 10*time.Second)
+	assert.Positive(t, counter(t, p.Metrics(), "rpcxbatch.server.errors.malformed"))
+	_, found := rpcxLog.find("out of sequence", raw.LocalAddr().String())
+	assert.True(t, found, "closed for another reason than frames out of sequence")
+}
