@@ -94,7 +94,8 @@ func TestContextDeadlineReturnsPromptly(t *testing.T) {
 	var r testsvc.Reply
 	err := c.Call(ctx, addr, "Arith", "Sleep", &testsvc.Args{A: 5000, B: 1}, &r)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Less(t, time.Since(start), time.Second)
+	// Far below the handler's 5 s; generous for -race on 2 busy cores.
+	assert.Less(t, time.Since(start), 3*time.Second)
 }
 
 // panicReply is a reply type whose decoder panics, as a mismatched custom

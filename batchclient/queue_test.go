@@ -84,7 +84,9 @@ func TestOverflowBlockReturnsAtDeadline(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	waited := time.Since(started)
 	assert.GreaterOrEqual(t, waited, 150*time.Millisecond)
-	assert.Less(t, waited, 2*time.Second)
+	// The stuck server never makes room: without the deadline the caller
+	// would wait for good. Generous for -race on 2 busy cores.
+	assert.Less(t, waited, 5*time.Second)
 }
 
 func TestEntryLargerThanFrameCap(t *testing.T) {
@@ -151,8 +153,8 @@ func TestGoCancelledByContext(t *testing.T) {
 	select {
 	case <-call.Done:
 		require.ErrorIs(t, call.Error, context.Canceled)
-		assert.Less(t, time.Since(start), time.Second)
-	case <-time.After(3 * time.Second):
+		assert.Less(t, time.Since(start), 3*time.Second) // the handler sleeps 5 s
+	case <-time.After(4500 * time.Millisecond):
 		t.Fatal("Go did not honour its context")
 	}
 	// A Go call that completes normally.

@@ -212,13 +212,14 @@ func TestExpiredDeadlineNotExecuted(t *testing.T) {
 		SerializeType: uint8(protocol.MsgPack), Payload: mustMsgpack(testsvc.Args{A: 10000, B: 1}), TimeoutMicros: 50_000}
 	start := time.Now()
 	rawWrite(t, raw, batchMessage(frame(2, inc(2, 0), sleep)))
-	got, _ = rawReadReplies(t, raw, 2, 3*time.Second)
+	got, _ = rawReadReplies(t, raw, 2, 8*time.Second)
 	require.Contains(t, got, uint64(2))
 	require.Contains(t, got, uint64(3))
 	assert.Equal(t, codec.StatusOK, got[2].Status, got[2].Error)
 	assert.Equal(t, codec.StatusError, got[3].Status)
 	assert.Contains(t, got[3].Error, "deadline")
-	assert.Less(t, time.Since(start), 2*time.Second, "the entry's deadline did not reach its handler")
+	// Far below the handler's 10 s sleep; generous for -race on 2 busy cores.
+	assert.Less(t, time.Since(start), 5*time.Second, "the entry's deadline did not reach its handler")
 	assert.Equal(t, int64(1), cnt.n.Load(), "only the entry without a deadline ran")
 }
 
