@@ -13,12 +13,11 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/internal/settle"
 )
 
-// maxHeldFrames bounds the frames one connection may hold while the frame
-// before them is missing; a peer that runs that far ahead of itself is not
-// an rpcxbatch lane. Frames held only because delivery is busy (a slow send
-// handler) are in sequence and may be four times as many (the client's
-// window normally keeps them far fewer).
-const maxHeldFrames = 4096
+// maxHeldFrames bounds the frames one connection may hold, waiting for
+// delivery or for a frame before them; a peer that runs that far ahead of
+// itself is not an rpcxbatch lane (the client's window keeps a lane's
+// unfinished entries, so its frames in flight, to 16,384 by default).
+const maxHeldFrames = 4 * 4096
 
 // maxGap is how long later frames may wait for a missing one before the
 // connection is given up: the client's lanes then reconnect, and their
@@ -114,10 +113,11 @@ func (c *conn) deliver(seq uint64, entries []codec.Entry, arrived time.Time) {
 	_, gap := c.held[c.nextSeq]
 	gap = !gap && seq != c.nextSeq
 	_, dup := c.held[seq]
-	// While delivery is busy (a slow send handler), a late frame is rpcx's
-	// goroutine scheduling, not a peer running ahead: the in-sequence
-	// bound applies.
-	if seq < c.nextSeq || dup || len(c.held) >= maxHeldFrames*4 || (gap && !c.delivering && len(c.held) >= maxHeldFrames) {
+	// One bound on held frames, gap or not: rpcx hands each frame to a
+	// goroutine of its own, so behind a busy delivery (a slow send
+	// handler) the frame due next can come after thousands of later ones
+	// on a well-behaved lane; a frame that never comes is the gap timer's.
+	if seq < c.nextSeq || dup || len(c.held) >= maxHeldFrames {
 		err := fmt.Errorf("%w: frame %d out of sequence (next is %d, %d held)", codec.ErrMalformed, seq, c.nextSeq, len(c.held))
 		c.orderMu.Unlock()
 		c.fail(err)

@@ -21,7 +21,7 @@ import (
 // (TestSlowSendHandlerKeepsTheLane failed this way under -race on 2 busy
 // cores; here the late frame is written late on purpose.)
 func TestLateFrameBehindSlowSendHandler(t *testing.T) {
-	const later = 4200 // more than maxHeldFrames (4096) held behind the gap
+	const later = 4200 // more than the 4,096 the old bound allowed behind a gap
 	addr, _, p := startServer(t)
 	entered, release := make(chan struct{}), make(chan struct{})
 	var (
@@ -71,7 +71,10 @@ func TestLateFrameBehindSlowSendHandler(t *testing.T) {
 		defer mu.Unlock()
 		return len(got) == later+2 || malformed.Count() > 0
 	})
-	require.Zero(t, malformed.Count(), "the lane was closed while its delivery was busy")
+	if malformed.Count() > 0 {
+		line, _ := rpcxLog.find("closing connection from " + raw.LocalAddr().String())
+		t.Fatalf("the lane was closed while its delivery was busy: %s", line)
+	}
 	require.True(t, ok, "not every send arrived")
 	mu.Lock()
 	defer mu.Unlock()
@@ -80,21 +83,24 @@ func TestLateFrameBehindSlowSendHandler(t *testing.T) {
 	}
 }
 
-// TestPeerRunningAheadClosed: with delivery idle, a connection that sends
-// thousands of frames past one it never sends is not a lane: it is closed
-// before it holds more than maxHeldFrames (4096), without waiting for the
-// missing frame's 2 s.
+// TestPeerRunningAheadClosed: a connection that sends more frames past one
+// it never sends than any lane could have in flight is not a lane: it is
+// closed once it holds maxHeldFrames (16,384), or when the missing frame's
+// 2 s are up, whichever comes first.
 func TestPeerRunningAheadClosed(t *testing.T) {
 	addr, _, p := startServer(t)
 	raw := rawDial(t, addr)
 	rawHandshake(t, raw)
 	var burst []byte
-	for seq := uint64(2); seq < 4200; seq++ {
+	for seq := uint64(2); seq < 4*4096+200; seq++ {
 		burst = append(burst, batchMessage(frame(seq, mulEntry(0)))...)
 	}
 	go raw.Write(burst) // the server may close the connection before reading it all
 	requireClosedByPeer(t, raw, 10*time.Second)
 	assert.Positive(t, counter(t, p.Metrics(), "rpcxbatch.server.errors.malformed"))
-	_, found := rpcxLog.find("out of sequence", raw.LocalAddr().String())
-	assert.True(t, found, "closed for another reason than frames out of sequence")
+	// Closed for holding too many frames, or (on a machine too busy to
+	// read 16,000 frames in 2 s) for the missing frame; not for anything
+	// else.
+	line, _ := rpcxLog.find("closing connection from " + raw.LocalAddr().String())
+	assert.Regexp(t, "out of sequence|never arrived", line)
 }
