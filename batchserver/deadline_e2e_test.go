@@ -151,7 +151,7 @@ func TestNoHandlerStartsAfterItsDeadline(t *testing.T) {
 	reg := bp.Metrics()
 	settled := func() bool {
 		return batchSpin.started.Load() == batchSpin.finished.Load() &&
-			batchSpin.finished.Load()+counter(reg, "rpcxbatch.server.errors.deadline") == counter(reg, "rpcxbatch.server.calls")
+			batchSpin.finished.Load()+counter(t, reg, "rpcxbatch.server.errors.deadline") == counter(t, reg, "rpcxbatch.server.calls")
 	}
 	require.True(t, eventually(20*time.Second, func() bool {
 		if !settled() {
@@ -160,9 +160,9 @@ func TestNoHandlerStartsAfterItsDeadline(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // frames still on their way would show up by now
 		return settled()
 	}), "calls did not settle")
-	skipped := counter(reg, "rpcxbatch.server.errors.deadline")
+	skipped := counter(t, reg, "rpcxbatch.server.errors.deadline")
 	t.Logf("batch: %d calls received, %d handlers ran, %d started after the server's deadline, %d after the caller's; %d skipped",
-		counter(reg, "rpcxbatch.server.calls"), batchSpin.started.Load(), batchSpin.late.Load(), batchSpin.lateCaller.Load(), skipped)
+		counter(t, reg, "rpcxbatch.server.calls"), batchSpin.started.Load(), batchSpin.late.Load(), batchSpin.lateCaller.Load(), skipped)
 
 	ps := server.NewServer()
 	plainSpin := new(Spin)

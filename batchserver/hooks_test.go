@@ -155,7 +155,7 @@ func TestReqRateLimitingCastsAndSends(t *testing.T) {
 	require.True(t, eventually(10*time.Second, func() bool { return batchRefused.n.Load() == n-limit+10 }),
 		"sends refused: %d", batchRefused.n.Load()-(n-limit))
 	assert.Zero(t, sent.Load())
-	assert.Equal(t, int64(n-limit+10), counter(bp.Metrics(), "rpcxbatch.server.errors.refused"))
+	assert.Equal(t, int64(n-limit+10), counter(t, bp.Metrics(), "rpcxbatch.server.errors.refused"))
 }
 
 // TestAliasPluginSameAsPlain: rpcx's AliasPlugin rewrites a batched call's,
