@@ -76,9 +76,19 @@ var faults = []fault{
 	},
 	{
 		name: "deadline-ignored-at-handler-start",
+		// The check just before the handler: an entry whose deadline
+		// passed while it waited (for a goroutine, behind its plugins)
+		// still runs.
 		edits: []edit{{"batchserver/dispatch.go",
-			"\tif e.TimeoutMicros < 0 {\n\t\tp.metrics.errDeadline.Inc(1)\n\t\treturn true\n\t}",
-			"\tif false {\n\t\tp.metrics.errDeadline.Inc(1)\n\t\treturn true\n\t}"}},
+			"\tif p.deadlinePassed(ec, e) {\n\t\t// PostCall still runs",
+			"\tif false {\n\t\t// PostCall still runs"}},
+		pkgs: []string{"./batchserver/"},
+	},
+	{
+		name: "expired-deadline-never-checked",
+		edits: []edit{{"batchserver/dispatch.go",
+			"\tif e.TimeoutMicros < 0 || (ec.hasDeadline && !time.Now().Before(ec.dl.deadline)) {",
+			"\tif false && (e.TimeoutMicros < 0 || (ec.hasDeadline && !time.Now().Before(ec.dl.deadline))) {"}},
 		pkgs: []string{"./batchserver/"},
 	},
 	{
