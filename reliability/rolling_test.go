@@ -211,7 +211,17 @@ func rollingRestart(t *testing.T, batch bool, callers int) rollResult {
 func TestRollingRestart(t *testing.T) {
 	const callers = 1000
 	results := map[string]rollResult{}
-	for _, path := range []string{"plain", "batch"} {
+	paths := []string{"plain", "batch"}
+	if raceEnabled {
+		// rpcx v1.9.4's own XClient races with itself under Failover
+		// (removeClient closes a client another goroutine is calling
+		// on), which the detector reports: the plain reference runs
+		// without it (make test runs this test again without -race).
+		// Nothing is asserted of it.
+		paths = []string{"batch"}
+		t.Log("plain: left out under -race (rpcx's XClient races in removeClient)")
+	}
+	for _, path := range paths {
 		res := rollingRestart(t, path == "batch", callers)
 		results[path] = res
 		t.Logf("%s: %d calls in %v, %d failed, %d ran twice, Shutdown took %v; first errors: %q",
