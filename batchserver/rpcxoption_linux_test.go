@@ -41,7 +41,7 @@ func TestServerWriteTimeoutBoundsReplyFrames(t *testing.T) {
 		}
 	}
 	// The plugin's default write timeout is 10 s: well beyond this wait.
-	ok := eventually(5*time.Second, func() bool { return counter(p.Metrics(), "rpcxbatch.server.errors.write") > 0 })
+	ok := eventually(5*time.Second, func() bool { return counter(t, p.Metrics(), "rpcxbatch.server.errors.write") > 0 })
 	require.True(t, ok, "the server never gave up writing to a peer that does not read")
 	requireClosedByPeer(t, raw, 5*time.Second)
 
