@@ -220,7 +220,7 @@ func TestPoolWindowPushesBackToClient(t *testing.T) {
 // into its 20 s context).
 func TestPoolShutdownDrains(t *testing.T) {
 	s := server.NewServer(server.WithPool(2, 100))
-	_, err := batchserver.New(s)
+	p, err := batchserver.New(s)
 	require.NoError(t, err)
 	g := new(Gauge)
 	require.NoError(t, s.RegisterName("Gauge", g, ""))
@@ -238,8 +238,11 @@ func TestPoolShutdownDrains(t *testing.T) {
 			errs <- c.Call(ctx, addr, "Gauge", "Hold", &testsvc.Args{A: 100, B: i}, &r)
 		}()
 	}
-	// Let the calls reach the server before it shuts down.
-	require.Eventually(t, func() bool { return g.now.Load() > 0 }, 10*time.Second, time.Millisecond)
+	// Let every call reach the server before it shuts down: a call in a
+	// frame the server never read fails retryably (ErrConnection), which
+	// is not what this test is about. Read calls must all be answered.
+	require.Eventually(t, func() bool { return counter(t, p, "rpcxbatch.server.calls") == n && g.now.Load() > 0 },
+		10*time.Second, time.Millisecond)
 	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -249,9 +252,7 @@ func TestPoolShutdownDrains(t *testing.T) {
 	for i := 0; i < n; i++ {
 		if err := <-errs; err != nil {
 			failed++
-			// Only calls the lane had not yet written may fail, and with
-			// the drain's own error; a written call gets its reply.
-			assert.ErrorIs(t, err, batchclient.ErrDraining)
+			t.Errorf("a call the server had read failed: %v", err)
 		}
 	}
 	t.Logf("Shutdown took %v; %d of %d calls failed", took, failed, n)
