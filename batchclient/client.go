@@ -74,7 +74,7 @@ func (c *Client) isClosed() bool { return c.closed.Load() }
 
 // plainClient returns a plain rpcx client to addr, for what has no batch
 // form (SendRaw); call done on the result when the call is over.
-func (c *Client) plainClient(addr string) (plainRef, error) {
+func (c *Client) plainClient(ctx context.Context, addr string) (plainRef, error) {
 	for try := 0; ; try++ {
 		p, err := c.peer(addr)
 		if err != nil {
@@ -85,7 +85,7 @@ func (c *Client) plainClient(addr string) (plainRef, error) {
 			pr.pc, err = c.stoppedPlain(addr)
 		} else {
 			p.lastUsed.Store(time.Now().UnixNano())
-			pr, err = p.usePlain()
+			pr, err = p.usePlain(ctx)
 		}
 		// errForgotten: the address changed hands while we looked.
 		if !errors.Is(err, errForgotten) || try == 3 {

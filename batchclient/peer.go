@@ -99,6 +99,8 @@ type peer struct {
 	// plainInUse counts calls running on plainClient: taken under plainMu
 	// (usePlain), given back by plainRef.done.
 	plainInUse atomic.Int64
+	// pd is the plain client's connect under way (plaindial.go).
+	pd plainDialer
 
 	// key is the address as the client's table knows it.
 	key string
@@ -131,6 +133,7 @@ func newPeer(c *Client, key, network, addr string) *peer {
 		laneDown: make(chan struct{}, 64), reprobe: make(chan struct{}, 1), demand: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	p.view.Store(&peerView{state: stateConnecting, changed: make(chan struct{})})
+	p.pd.ctx, p.pd.cancel = context.WithCancel(context.Background())
 	p.lastUsed.Store(time.Now().UnixNano())
 	go p.run()
 	return p
@@ -335,7 +338,12 @@ func (p *peer) dial() (net.Conn, codec.Handshake, error) {
 	}
 	deadline, _ := ctx.Deadline()
 	conn.SetDeadline(deadline)
+	// Stop cancels ctx: the handshake's reads and writes end at once.
+	interrupt := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	hs, err = handshake(conn, p.c.authToken(), p.c.opts.MaxFrameBytes, p.c.opts.CompressType)
+	if !interrupt() && err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
 		conn.Close()
 		return nil, hs, err
@@ -399,7 +407,7 @@ func (p *peer) pick(ctx context.Context, key string, hasKey bool) (*lane, plainR
 			return lanes[i%uint64(len(lanes))], plainRef{}, nil
 		case statePlain:
 			p.lastUsed.Store(time.Now().UnixNano())
-			pr, err := p.usePlain()
+			pr, err := p.usePlain(ctx)
 			return nil, pr, err
 		case stateDown:
 			p.lastUsed.Store(time.Now().UnixNano())
@@ -454,36 +462,6 @@ func (r plainRef) done() {
 	}
 }
 
-// usePlain returns the peer's plain rpcx client, connecting it when needed,
-// in use (see plainInUse) until the caller's done.
-func (p *peer) usePlain() (plainRef, error) {
-	p.plainMu.Lock()
-	defer p.plainMu.Unlock()
-	if p.view.Load().state == stateForgotten {
-		// forgetPlain has taken the client away: route looks again.
-		return plainRef{}, errForgotten
-	}
-	if p.plainClient != nil && !p.plainClient.IsShutdown() && !p.plainClient.IsClosing() {
-		p.plainInUse.Add(1)
-		return plainRef{p.plainClient, p}, nil
-	}
-	if p.plainClient != nil {
-		// The plain connection broke, most often because the server
-		// restarted: maybe with the batch plugin now.
-		select {
-		case p.reprobe <- struct{}{}:
-		default:
-		}
-	}
-	pc := p.c.newPlainClient(p.key)
-	if err := pc.Connect(p.network, p.addr); err != nil {
-		return plainRef{}, err
-	}
-	p.plainClient = pc
-	p.plainInUse.Add(1)
-	return plainRef{pc, p}, nil
-}
-
 // shutdown stops the manager, waits for it, and closes the plain client.
 func (p *peer) shutdown() {
 	select {
@@ -492,6 +470,7 @@ func (p *peer) shutdown() {
 		close(p.stop)
 	}
 	<-p.done
+	p.stopPlainDials()
 	p.closePlain()
 }
 

@@ -197,7 +197,7 @@ func (r *rpcClient) Call(ctx context.Context, servicePath, serviceMethod string,
 
 // SendRaw has no batch form; it goes over the address's plain rpcx client.
 func (r *rpcClient) SendRaw(ctx context.Context, m *protocol.Message) (map[string]string, []byte, error) {
-	pr, err := r.bc.plainClient(r.addr)
+	pr, err := r.bc.plainClient(ctx, r.addr)
 	if err != nil {
 		return nil, nil, err
 	}

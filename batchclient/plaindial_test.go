@@ -1,0 +1,208 @@
+//go:build linux
+
+package batchclient_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/server"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rpcxbatch/rpcxbatch/batchclient"
+	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
+)
+
+// gatedListener hands its first n connections to the server and then
+// accepts no more, so the kernel's accept queue fills up.
+type gatedListener struct {
+	net.Listener
+	mu     sync.Mutex
+	left   int
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (g *gatedListener) Accept() (net.Conn, error) {
+	g.mu.Lock()
+	ok := g.left > 0
+	g.left--
+	g.mu.Unlock()
+	if !ok {
+		<-g.closed
+		return nil, net.ErrClosed
+	}
+	return g.Listener.Accept()
+}
+
+func (g *gatedListener) Close() error {
+	g.once.Do(func() { close(g.closed) })
+	return g.Listener.Close()
+}
+
+// backlogZeroListener listens on loopback with an accept backlog of 0: once
+// one connection waits to be accepted, the kernel drops further SYNs, as a
+// firewall that drops them would.
+func backlogZeroListener(t *testing.T) net.Listener {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	require.NoError(t, syscall.Listen(fd, 0))
+	f := os.NewFile(uintptr(fd), "backlog0")
+	ln, err := net.FileListener(f)
+	f.Close()
+	require.NoError(t, err)
+	return ln
+}
+
+// dropSYNs fills addr's accept queue, and reports once a dial to it hangs.
+func dropSYNs(t *testing.T, addr string) {
+	t.Helper()
+	for i := 0; i < 16; i++ {
+		c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond)
+		if err != nil {
+			return // the queue is full: SYNs are dropped now
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	t.Fatal("the accept queue did not fill up")
+}
+
+// startSYNDroppingPlainServer serves Arith over plain rpcx, answers the
+// lane handshake of one client (so it knows the server is plain), and then
+// drops every SYN.
+func startSYNDroppingPlainServer(t *testing.T) string {
+	t.Helper()
+	ln := &gatedListener{Listener: backlogZeroListener(t), left: 1, closed: make(chan struct{})}
+	s := server.NewServer()
+	require.NoError(t, s.RegisterName("Arith", new(testsvc.Arith), ""))
+	go s.ServeListener("tcp", ln)
+	t.Cleanup(func() { s.Close(); ln.Close() })
+	return ln.Addr().String()
+}
+
+// plainPeer returns a client that has found addr plain (its handshake was
+// answered, and the accept queue is full since).
+func plainPeer(t *testing.T, addr string, opts ...batchclient.Option) *batchclient.Client {
+	t.Helper()
+	c, err := batchclient.New(opts...)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(addr))
+	deadline := time.Now().Add(10 * time.Second)
+	for !c.Info(addr).Plain {
+		require.True(t, time.Now().Before(deadline), "not found plain: %+v", c.Info(addr))
+		time.Sleep(5 * time.Millisecond)
+	}
+	dropSYNs(t, addr)
+	return c
+}
+
+// Calls over the plain fallback each return by their own deadline while
+// the server's address drops SYNs: none waits for another's dial, nor for
+// rpcx's ConnectTimeout.
+func TestPlainDialHonoursCallerDeadline(t *testing.T) {
+	addr := startSYNDroppingPlainServer(t)
+	opt := client.DefaultOption
+	opt.ConnectTimeout = 2 * time.Second
+	c := plainPeer(t, addr, batchclient.WithRPCXOption(opt))
+	defer c.Close()
+
+	const calls = 4
+	took := make([]time.Duration, calls)
+	errs := make([]error, calls)
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			errs[i] = c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 3}, &testsvc.Reply{})
+			took[i] = time.Since(start)
+		}()
+	}
+	wg.Wait()
+	for i := range calls {
+		require.ErrorIs(t, errs[i], context.DeadlineExceeded, "call %d", i)
+		// 100 ms deadline; the margin is for a busy 2-core machine.
+		require.Less(t, took[i], 900*time.Millisecond, "call %d returned after %v (all: %v)", i, took[i], took)
+	}
+}
+
+// Stop and Close do not wait for a plain dial under way.
+func TestPlainDialDoesNotHoldUpStop(t *testing.T) {
+	addr := startSYNDroppingPlainServer(t)
+	opt := client.DefaultOption
+	opt.ConnectTimeout = 8 * time.Second
+	c := plainPeer(t, addr, batchclient.WithRPCXOption(opt))
+
+	returned := make(chan error, 1)
+	go func() {
+		returned <- c.Call(ctxT(t, 30*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 3}, &testsvc.Reply{})
+	}()
+	time.Sleep(200 * time.Millisecond) // let the call start its dial
+	start := time.Now()
+	c.Stop(addr)
+	require.Less(t, time.Since(start), 2*time.Second, "Stop waited for the dial")
+	select {
+	case err := <-returned:
+		require.Error(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call waiting for the dial did not return after Stop")
+	}
+	start = time.Now()
+	require.NoError(t, c.Close())
+	require.Less(t, time.Since(start), 2*time.Second, "Close waited")
+}
+
+// Stop interrupts a lane handshake under way: a server that accepts and
+// never answers does not hold Stop for DialTimeout.
+func TestStopInterruptsHandshake(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- conn
+		}
+	}()
+	defer func() {
+		for {
+			select {
+			case conn := <-accepted:
+				conn.Close()
+			default:
+				return
+			}
+		}
+	}()
+	c, err := batchclient.New(batchclient.WithDialTimeout(8 * time.Second))
+	require.NoError(t, err)
+	defer c.Close()
+	addr := ln.Addr().String()
+	require.NoError(t, c.Start(addr))
+	var conn net.Conn
+	select {
+	case conn = <-accepted:
+		accepted <- conn // closed by the deferred drain
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client did not dial")
+	}
+	time.Sleep(100 * time.Millisecond) // the handshake is under way
+	start := time.Now()
+	c.Stop(addr)
+	require.Less(t, time.Since(start), 2*time.Second, "Stop waited for the handshake")
+}
