@@ -112,9 +112,11 @@ type lane struct {
 	nextID  uint64
 
 	down     chan<- struct{} // told, without blocking, when the lane fails or drains
-	lastRecv atomic.Int64    // unix nanos of the last whole message read
+	lastRecv atomic.Int64    // unix nanos of the last bytes read
 	lastSent atomic.Int64    // unix nanos of the last complete write
-	wg       sync.WaitGroup
+	// owedSince, owedWritten: see liveness.go.
+	owedSince, owedWritten atomic.Int64
+	wg                     sync.WaitGroup
 
 	// Draining (see drain.go): drainErr (under qmu) refuses entries once
 	// the server said it is shutting down; drained is closed when no call
@@ -591,21 +593,28 @@ func (l *lane) appendFrame(buf []byte, frameSeq uint64, batch []*entry) []byte {
 }
 
 // write writes b whole. Each attempt is bounded by HeartbeatTimeout, and a
-// write that times out goes on while the peer is still heard from (replies,
-// credits, heartbeats): a big frame to a busy peer may take long, a frozen
-// peer stops being heard from and the write fails.
+// write that times out goes on while the peer takes bytes or is still
+// heard from (replies, credits, heartbeats): a big frame to a busy peer may
+// take long; a frozen peer owes an answer past HeartbeatTimeout (see
+// liveness.go) and the write fails.
 func (l *lane) write(b []byte) error {
 	for {
-		l.conn.SetWriteDeadline(time.Now().Add(l.c.opts.HeartbeatTimeout))
+		start := time.Now()
+		l.conn.SetWriteDeadline(start.Add(l.c.opts.HeartbeatTimeout))
 		n, err := l.conn.Write(b)
 		b = b[n:]
+		if n > 0 {
+			l.owe(start.UnixNano())
+		}
 		if err == nil {
 			l.lastSent.Store(time.Now().UnixNano())
 			return nil
 		}
 		var ne net.Error
-		quiet := time.Since(time.Unix(0, l.lastRecv.Load()))
-		if !errors.As(err, &ne) || !ne.Timeout() || quiet > l.c.opts.HeartbeatTimeout {
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			return err
+		}
+		if _, frozen := l.frozenFor(); frozen && n == 0 {
 			return err
 		}
 		if _, isTLS := l.conn.(*tls.Conn); isTLS {
@@ -621,15 +630,10 @@ func (l *lane) write(b []byte) error {
 // the lane wrote nothing for long enough that the server's read timeout
 // would cut it (sendDue).
 func (l *lane) heartbeat(buf *[]byte) error {
-	quiet := time.Since(time.Unix(0, l.lastRecv.Load()))
-	if quiet > l.c.opts.HeartbeatTimeout {
-		if unreadBytes(l.conn) > 0 {
-			// The peer did speak: this process was too busy to read it
-			// (starved of CPU). Not a frozen peer.
-			return nil
-		}
-		return fmt.Errorf("%w: nothing heard for %v", ErrHeartbeat, quiet.Round(time.Millisecond))
+	if waited, frozen := l.frozenFor(); frozen {
+		return fmt.Errorf("%w: nothing heard for %v after a write it had to answer", ErrHeartbeat, waited.Round(time.Millisecond))
 	}
+	quiet := time.Since(time.Unix(0, l.lastRecv.Load()))
 	if quiet < l.c.opts.HeartbeatInterval && !l.sendDue() {
 		return nil
 	}
@@ -646,7 +650,7 @@ func (l *lane) readLoop() {
 	var pad stackpad.Pad // see stackpad: no shrink and regrow between frames
 	stackpad.Touch(&pad)
 	defer stackpad.Touch(&pad)
-	br := bufio.NewReaderSize(l.conn, 64<<10)
+	br := bufio.NewReaderSize(progressReader{l}, 64<<10)
 	var (
 		buf     []byte
 		replies []codec.Reply
@@ -662,7 +666,6 @@ func (l *lane) readLoop() {
 		if cap(b) <= 4<<20 {
 			buf = b
 		}
-		l.lastRecv.Store(time.Now().UnixNano())
 		switch {
 		case msg.Header.IsHeartbeat():
 		case msg.Header.MessageType() == protocol.Request && msg.ServicePath == codec.ServicePath && msg.ServiceMethod == codec.MethodReply:

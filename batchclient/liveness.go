@@ -1,0 +1,67 @@
+package batchclient
+
+import (
+	"time"
+)
+
+// A lane judges its peer frozen only on evidence the peer itself gave: this
+// side wrote something the peer had to answer (a frame, whose entries take
+// answers or credits, or a heartbeat), the peer sent no byte since that
+// write started, HeartbeatTimeout has passed since the write put its bytes
+// on the wire, and no byte the peer sent waits unread in the socket. Time this process spent without CPU (a starved writer
+// that wrote nothing, a starved reader with the answer in its socket) is
+// not the peer's silence.
+//
+// owedSince is when the oldest write not yet followed by any byte from the
+// peer started (unix nanos), 0 at first: the start, since the answer may
+// be read before the writer notes the write. owedWritten is when that
+// write's bytes went out: the peer's time to answer runs from there, so a
+// writer starved between taking the time and writing is not counted.
+
+// owe records that a write the peer has to answer, started at start (unix
+// nanos), has put bytes on the wire. An older claim stays while the peer
+// has not spoken since it.
+func (l *lane) owe(start int64) {
+	for {
+		old := l.owedSince.Load()
+		if old != 0 && old > l.lastRecv.Load() {
+			return
+		}
+		if l.owedSince.CompareAndSwap(old, start) {
+			l.owedWritten.Store(time.Now().UnixNano())
+			return
+		}
+	}
+}
+
+// heard records that the reader got bytes from the peer: it is alive, and
+// has answered whatever was owed so far.
+func (l *lane) heard() { l.lastRecv.Store(time.Now().UnixNano()) }
+
+// frozenFor reports how long the peer has owed an answer, and whether that
+// makes it frozen: more than HeartbeatTimeout, with no byte heard since the
+// write and none waiting unread.
+func (l *lane) frozenFor() (time.Duration, bool) {
+	owed := l.owedSince.Load()
+	if owed == 0 || l.lastRecv.Load() >= owed {
+		return 0, false
+	}
+	waited := time.Since(time.Unix(0, max(owed, l.owedWritten.Load())))
+	if waited <= l.c.opts.HeartbeatTimeout || unreadBytes(l.conn) > 0 {
+		return waited, false
+	}
+	return waited, true
+}
+
+// progressReader is the lane's connection as its reader reads it: every
+// read that returns bytes counts as the peer being heard from, even in the
+// middle of a frame that takes long to arrive.
+type progressReader struct{ l *lane }
+
+func (r progressReader) Read(b []byte) (int, error) {
+	n, err := r.l.conn.Read(b)
+	if n > 0 {
+		r.l.heard()
+	}
+	return n, err
+}
