@@ -461,40 +461,60 @@ var errFinished = errors.New("rpcxbatch: call finished by its lane")
 // returned to its caller, who must withdraw it when the call is over.
 func (c *Client) submit(ctx context.Context, l *lane, kind codec.Kind, pc *pendingCall, deferArgs bool) (uint64, *entry, error) {
 	call := pc.call
-	if err := l.admit(ctx.Done(), ctx.Err); err != nil {
-		return 0, nil, err
-	}
-	var e *entry
-	var err error
-	if deferArgs {
-		e, err = c.newDeferredEntry(ctx, call.ServicePath, call.ServiceMethod, call.Args)
-	} else {
-		e, err = c.newEntry(ctx, kind, call.ServicePath, call.ServiceMethod, call.Args)
-	}
-	if err != nil {
-		l.unreserve()
-		return 0, nil, err
-	}
 	var id uint64
-	if kind == codec.KindCall {
-		id = l.register(pc)
-		e.ID = id
-	}
-	// Once queued, e belongs to the lane's writer (a deferred one is shared
-	// with the caller, see entry.argState).
-	if err := l.enqueue(e, ctx.Done(), ctx.Err); err != nil {
-		putEntry(e)
-		if kind == codec.KindCall && l.claim(id) == nil {
-			// The lane failed while the entry waited for room, and its
-			// fail has completed the call already (with its cause).
-			return 0, nil, errFinished
+	size := 0 // the entry's size, once it has been encoded
+	for {
+		est, err := l.admit(size, ctx.Done(), ctx.Err)
+		if err != nil {
+			return 0, nil, c.unregistered(l, kind, id, err)
 		}
-		return 0, nil, err
+		var e *entry
+		if deferArgs {
+			e, err = c.newDeferredEntry(ctx, call.ServicePath, call.ServiceMethod, call.Args)
+		} else {
+			e, err = c.newEntry(ctx, kind, call.ServicePath, call.ServiceMethod, call.Args)
+		}
+		if err != nil {
+			l.unreserve(est)
+			return 0, nil, c.unregistered(l, kind, id, err)
+		}
+		if kind == codec.KindCall {
+			if id == 0 {
+				id = l.register(pc)
+			}
+			e.ID = id
+		}
+		// Once queued, e belongs to the lane's writer (a deferred one is
+		// shared with the caller, see entry.argState).
+		err = l.enqueue(e, est, ctx.Done(), ctx.Err)
+		if errors.Is(err, errNoRoom) {
+			// Its payload is not held while waiting (admit.go).
+			size = e.size
+			putEntry(e)
+			if err = l.waitRoom(size, ctx.Done(), ctx.Err); err == nil {
+				continue
+			}
+		} else if err != nil {
+			putEntry(e)
+		}
+		if err != nil {
+			return 0, nil, c.unregistered(l, kind, id, err)
+		}
+		if !deferArgs {
+			e = nil
+		}
+		return id, e, nil
 	}
-	if !deferArgs {
-		e = nil
+}
+
+// unregistered ends a call that failed before its entry was queued: its
+// registration (id, when a call) is withdrawn, unless the lane's fail has
+// completed the call already (with its cause): errFinished then.
+func (c *Client) unregistered(l *lane, kind codec.Kind, id uint64, err error) error {
+	if kind == codec.KindCall && id != 0 && l.claim(id) == nil {
+		return errFinished
 	}
-	return id, e, nil
+	return err
 }
 
 // Call calls servicePath.serviceMethod at addr and waits for the reply, the

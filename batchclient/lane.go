@@ -88,13 +88,16 @@ type lane struct {
 
 	qmu  sync.Mutex
 	qLen atomic.Int32 // len(queue), readable without qmu
-	// qBytesNow mirrors qBytes for admit's lock-free check.
+	// qBytesNow mirrors qBytes+inWrite for admit's lock-free check.
 	qBytesNow atomic.Int64
 	// waiting counts callers blocked for room (under qmu).
 	waiting int
 	// reserved counts places admit gave callers that have not yet queued
 	// their entry (they are encoding it) nor given the place back.
 	reserved atomic.Int32
+	// resBytes is the bytes those places stand for (admit.go); lastSize
+	// is the size of the entry last queued, admit's guess for the next.
+	resBytes, lastSize atomic.Int64
 	// unfinished counts entries written and not yet answered (calls) or
 	// credited back (casts, sends); the writer keeps it within window, the
 	// server's bound on what one lane may make it hold.
@@ -102,6 +105,7 @@ type lane struct {
 	window     int
 	queue      []*entry
 	qBytes     int
+	inWrite    int           // bytes the writer took and has not written yet (admit.go)
 	room       chan struct{} // closed (and replaced) to wake callers waiting for room
 	wake       chan struct{} // cap 1: the queue went from empty to non-empty
 	dead       chan struct{} // closed by fail
@@ -258,72 +262,6 @@ func (l *lane) claim(id uint64) *pendingCall {
 	return call
 }
 
-// enqueue puts e on the queue, applying the overflow policy. done is the
-// caller's context's Done channel.
-func (l *lane) enqueue(e *entry, done <-chan struct{}, ctxErr func() error) error {
-	l.qmu.Lock()
-	l.reserved.Add(-1) // the place admit reserved is taken now, or given up
-	if e.size > l.frameBytes {
-		l.wakeLocked()
-		l.qmu.Unlock()
-		return fmt.Errorf("%w: %d bytes, cap %d", ErrTooLarge, e.size, l.frameBytes)
-	}
-	// The common case, room and a live lane, without roomLocked: a caller
-	// that waits keeps this stack, so the shallower the better.
-	if l.deadErr != nil || l.drainErr != nil || !l.hasRoomLocked(e.size) {
-		if err := l.roomLocked(e.size, done, ctxErr); err != nil {
-			return err
-		}
-	}
-	l.queue = append(l.queue, e)
-	l.qLen.Store(int32(len(l.queue)))
-	l.qBytes += e.size
-	l.qBytesNow.Store(int64(l.qBytes))
-	first := len(l.queue) == 1
-	l.qmu.Unlock()
-	if first {
-		select {
-		case l.wake <- struct{}{}:
-		default:
-		}
-	}
-	return nil
-}
-
-// admit applies the overflow policy before the caller encodes anything and
-// reserves the caller a place in the queue: callers holding an encoded
-// entry are never more than the queue has places, so a caller that would
-// find the queue full fails, or waits, without allocating its payload.
-// enqueue takes the place (checking the bytes again with the real size);
-// unreserve gives it back when the caller gives up in between.
-func (l *lane) admit(done <-chan struct{}, ctxErr func() error) error {
-	// Lock-free while there is room, as there almost always is.
-	for {
-		r := l.reserved.Load()
-		if l.queued()+int(r) >= l.c.opts.QueueEntries || int(l.qBytesNow.Load()) >= l.c.opts.QueueBytes {
-			break
-		}
-		if l.reserved.CompareAndSwap(r, r+1) {
-			return nil
-		}
-	}
-	l.qmu.Lock()
-	if err := l.roomLocked(1, done, ctxErr); err != nil {
-		return err
-	}
-	l.reserved.Add(1)
-	l.qmu.Unlock()
-	return nil
-}
-
-// unreserve gives back a place admit reserved.
-func (l *lane) unreserve() {
-	l.qmu.Lock()
-	l.reserved.Add(-1)
-	l.wakeLocked()
-	l.qmu.Unlock()
-}
-
 // wakeLocked wakes every caller waiting for room; they check again.
 func (l *lane) wakeLocked() {
 	close(l.room)
@@ -335,6 +273,7 @@ func (l *lane) wakeLocked() {
 // it fails with qmu released: the lane's error, ErrOverloaded (fail-fast
 // policy), or the context's error (block policy).
 func (l *lane) roomLocked(size int, done <-chan struct{}, ctxErr func() error) error {
+	const own = 0 // the caller holds no place
 	for {
 		select {
 		case <-l.dead:
@@ -347,7 +286,7 @@ func (l *lane) roomLocked(size int, done <-chan struct{}, ctxErr func() error) e
 			l.qmu.Unlock()
 			return err
 		}
-		if l.hasRoomLocked(size) {
+		if l.hasRoomLocked(size, own) {
 			return nil
 		}
 		if l.c.opts.Overflow == OverflowFailFast {
@@ -374,12 +313,6 @@ func (l *lane) roomLocked(size int, done <-chan struct{}, ctxErr func() error) e
 
 func (l *lane) queued() int { return int(l.qLen.Load()) }
 
-// hasRoomLocked reports whether the queue has room for an entry of size
-// bytes (an entry larger than QueueBytes fits an empty queue).
-func (l *lane) hasRoomLocked(size int) bool {
-	return len(l.queue)+int(l.reserved.Load()) < l.c.opts.QueueEntries && (l.qBytes+size <= l.c.opts.QueueBytes || len(l.queue) == 0)
-}
-
 // release gives n places of the window back (answers and credits from the
 // server) and wakes the writer if the window had stopped it.
 func (l *lane) release(n int) {
@@ -401,6 +334,7 @@ func (l *lane) release(n int) {
 func (l *lane) take(dst []*entry) []*entry {
 	l.qmu.Lock()
 	defer l.qmu.Unlock()
+	l.writtenLocked()
 	if l.drainErr != nil {
 		return nil // the server reads no more
 	}
@@ -425,7 +359,8 @@ func (l *lane) take(dst []*entry) []*entry {
 	l.queue = l.queue[:rest]
 	l.qLen.Store(int32(rest))
 	l.qBytes -= size
-	l.qBytesNow.Store(int64(l.qBytes))
+	l.inWrite = size
+	l.qBytesNow.Store(int64(l.qBytes + l.inWrite))
 	l.unfinished += n
 	l.c.metrics.queueDepth.Update(int64(rest))
 	if full {
@@ -476,7 +411,7 @@ func (l *lane) writeLoop() {
 				return
 			}
 			// A huge frame's buffer is not worth keeping.
-			if cap(buf) > 4<<20 {
+			if cap(buf) > maxKeptFrame {
 				buf = nil
 			}
 		}
@@ -625,7 +560,8 @@ func (l *lane) write(b []byte) error {
 	}
 }
 
-// heartbeat gives up on a peer that sent nothing for HeartbeatTimeout and
+// heartbeat gives up on a peer that owes an answer past HeartbeatTimeout
+// (liveness.go) and
 // sends an rpcx heartbeat when it was quiet for HeartbeatInterval, or when
 // the lane wrote nothing for long enough that the server's read timeout
 // would cut it (sendDue).

@@ -1,0 +1,185 @@
+package batchclient
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Admission to a lane's queue keeps what callers hold, encoded, within the
+// queue's limits (QueueEntries, QueueBytes), under both overflow policies:
+//
+//   - admit gives a caller a place and reserves bytes for the entry it is
+//     about to encode (its size when known, else the size of the entry
+//     last queued, else the whole queue), before it encodes anything;
+//   - enqueue turns the reservation into the queued entry;
+//   - under OverflowBlock, a caller whose encoded entry turns out not to
+//     fit lets go of it (errNoRoom) and waits for room holding nothing,
+//     then encodes again (waitRoom).
+//
+// The entries the writer has taken count until they are written (inWrite):
+// a writer stuck on a stuck peer holds them in its frame buffer.
+//
+// So the queue plus the reservations stay within QueueBytes, except for
+// the guess being short by at most one entry's size per lane, and an entry
+// larger than QueueBytes, which fits an empty queue.
+
+// errNoRoom tells submit that its encoded entry does not fit: it drops the
+// payload, waits for room (waitRoom), and encodes again.
+var errNoRoom = errors.New("rpcxbatch: no room in the queue for the entry")
+
+// bytesFit reports whether an entry of size bytes fits beside qb queued and
+// rb reserved bytes.
+func (l *lane) bytesFit(qb, rb int64, size int) bool {
+	return qb+rb+int64(size) <= int64(l.c.opts.QueueBytes) || qb+rb == 0
+}
+
+// hasRoomLocked reports whether the queue has a place and bytes for an
+// entry of size bytes, own being the places the caller holds already.
+func (l *lane) hasRoomLocked(size, own int) bool {
+	return len(l.queue)+int(l.reserved.Load())-own < l.c.opts.QueueEntries &&
+		l.bytesFit(int64(l.qBytes+l.inWrite), l.resBytes.Load(), size)
+}
+
+// admit applies the overflow policy before the caller encodes anything:
+// it reserves a place and est bytes (the entry's size when known, else a
+// guess) and returns est, which the caller hands to enqueue or unreserve.
+// A caller that would find the queue full fails, or waits, without
+// allocating its payload.
+func (l *lane) admit(size int, done <-chan struct{}, ctxErr func() error) (int, error) {
+	est := l.guess(size)
+	// Lock-free while there is room, as there almost always is: the bytes
+	// first, then the place, each by compare-and-swap.
+	for {
+		rb := l.resBytes.Load()
+		if !l.bytesFit(l.qBytesNow.Load(), rb, est) {
+			break
+		}
+		if !l.resBytes.CompareAndSwap(rb, rb+int64(est)) {
+			continue
+		}
+		for {
+			r := l.reserved.Load()
+			if l.queued()+int(r) >= l.c.opts.QueueEntries {
+				l.resBytes.Add(-int64(est))
+				goto slow
+			}
+			if l.reserved.CompareAndSwap(r, r+1) {
+				return est, nil
+			}
+		}
+	}
+slow:
+	l.qmu.Lock()
+	for {
+		if err := l.roomLocked(est, done, ctxErr); err != nil {
+			return 0, err
+		}
+		// The guess may have grown while this caller waited.
+		if g := l.guess(size); g > est && !l.hasRoomLocked(g, 0) {
+			est = g
+			continue
+		}
+		break
+	}
+	l.reserved.Add(1)
+	l.resBytes.Add(int64(est))
+	l.qmu.Unlock()
+	return est, nil
+}
+
+// guess is the bytes to reserve for an entry of size bytes (0: not
+// encoded yet): the size of the entry last queued, or, before any, the
+// whole queue, so that the first callers do not all encode at once.
+func (l *lane) guess(size int) int {
+	if g := max(size, int(l.lastSize.Load())); g > 0 {
+		return g
+	}
+	return l.c.opts.QueueBytes
+}
+
+// unreserve gives back a place and the est bytes admit reserved.
+func (l *lane) unreserve(est int) {
+	l.qmu.Lock()
+	l.reserved.Add(-1)
+	l.resBytes.Add(-int64(est))
+	l.wakeLocked()
+	l.qmu.Unlock()
+}
+
+// enqueue puts e on the queue in the place admit reserved (with est
+// bytes), applying the overflow policy. Under OverflowBlock an entry that
+// does not fit is not waited with: errNoRoom, and the caller drops it.
+func (l *lane) enqueue(e *entry, est int, done <-chan struct{}, ctxErr func() error) error {
+	l.qmu.Lock()
+	l.resBytes.Add(-int64(est))
+	if e.size > l.frameBytes {
+		l.reserved.Add(-1)
+		l.wakeLocked()
+		l.qmu.Unlock()
+		return fmt.Errorf("%w: %d bytes, cap %d", ErrTooLarge, e.size, l.frameBytes)
+	}
+	if l.deadErr != nil || l.drainErr != nil || !l.hasRoomLocked(e.size, 1) {
+		l.reserved.Add(-1)
+		if l.deadErr == nil && l.drainErr == nil && l.c.opts.Overflow == OverflowBlock {
+			l.wakeLocked()
+			l.qmu.Unlock()
+			return errNoRoom
+		}
+		// Fails at once (the lane's error, ErrOverloaded), or finds room
+		// that opened meanwhile.
+		if err := l.roomLocked(e.size, done, ctxErr); err != nil {
+			return err
+		}
+		l.reserved.Add(1)
+	}
+	l.queue = append(l.queue, e)
+	l.qLen.Store(int32(len(l.queue)))
+	l.qBytes += e.size
+	l.qBytesNow.Store(int64(l.qBytes + l.inWrite))
+	// The place is given back only now that the entry holds it: a
+	// lock-free admit never sees the two uncounted at once.
+	l.reserved.Add(-1)
+	l.lastSize.Store(int64(e.size))
+	first := len(l.queue) == 1
+	if est > e.size && l.waiting > 0 {
+		l.wakeLocked() // the guess was larger than the entry: bytes freed
+	}
+	l.qmu.Unlock()
+	if first {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// waitRoom waits, holding nothing, until an entry of size bytes would fit,
+// or fails as roomLocked does.
+func (l *lane) waitRoom(size int, done <-chan struct{}, ctxErr func() error) error {
+	l.qmu.Lock()
+	if err := l.roomLocked(size, done, ctxErr); err != nil {
+		return err
+	}
+	l.qmu.Unlock()
+	return nil
+}
+
+// writtenLocked notes that what the writer took last has been written
+// (take calls it: the writer takes again only after writing): its bytes
+// no longer count against QueueBytes.
+func (l *lane) writtenLocked() {
+	if l.inWrite == 0 {
+		return
+	}
+	l.inWrite = 0
+	l.qBytesNow.Store(int64(l.qBytes))
+	if l.waiting > 0 {
+		l.wakeLocked()
+	}
+}
+
+// maxKeptFrame is the largest frame buffer the writer keeps between
+// frames: a kept buffer is memory beside the queue's bound (QueueBytes
+// counts the frame only while it is being written).
+const maxKeptFrame = 1 << 20

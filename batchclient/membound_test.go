@@ -1,0 +1,71 @@
+package batchclient_test
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rpcxbatch/rpcxbatch/batchclient"
+	"github.com/rpcxbatch/rpcxbatch/internal/childproc"
+)
+
+// heapInUse is the live heap after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// Under OverflowBlock, callers blocked on a stuck peer hold no encoded
+// payload outside the queue's bound: 200 callers of 1 MiB casts against
+// a 4 MiB queue grow the heap by at most twice QueueBytes.
+func TestBlockedCallersStayWithinQueueBytes(t *testing.T) {
+	const (
+		queueBytes = 4 << 20
+		callers    = 200
+	)
+	srv := childproc.Start(t, "127.0.0.1:0")
+	// A long heartbeat timeout: the peer stays stuck, not failed.
+	c := newClient(t, batchclient.WithLanes(1), batchclient.WithQueueLimits(1000, queueBytes),
+		batchclient.WithHeartbeat(time.Second, time.Minute))
+	addr := srv.Addr()
+	waitConnected(t, c, addr)
+	payload := make([]byte, 1<<20)
+	srv.Freeze()
+
+	base := heapInUse()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.Cast(ctx, addr, "Slow", "Take", payload); err != nil && ctx.Err() == nil {
+				failed.Add(1)
+				t.Logf("cast failed before its deadline: %v", err)
+			}
+		}()
+	}
+	// The callers fill the queue and block; the heap is sampled while
+	// they wait.
+	var peak uint64
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		peak = max(peak, heapInUse())
+		time.Sleep(100 * time.Millisecond)
+	}
+	info := c.Info(addr)
+	cancel()
+	wg.Wait()
+	require.Zero(t, failed.Load(), "casts to a stuck peer failed (%+v)", info)
+	growth := int64(peak) - int64(base)
+	t.Logf("heap growth with %d blocked 1 MiB casts, QueueBytes %d MiB: %.1f MiB", callers, queueBytes>>20, float64(growth)/(1<<20))
+	require.LessOrEqual(t, growth, int64(2*queueBytes), "blocked callers hold payloads outside QueueBytes")
+}
