@@ -251,7 +251,7 @@ func (c *conn) kickLocked() {
 	c.writing = true
 	c.replyMu.Unlock()
 	if start {
-		go c.writeReplies()
+		c.p.tasks.spawn(c.writeReplies)
 	}
 }
 

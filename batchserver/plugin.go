@@ -45,8 +45,10 @@ type Plugin struct {
 	hooks *hookContainer
 
 	workers workers
-	feeder  poolFeeder
-	pinger  poolPinger
+	// tasks owns the connections' reply writers and send queues (owner.go).
+	tasks  tasks
+	feeder poolFeeder
+	pinger poolPinger
 
 	// Graceful shutdown (see shutdown.go): rs is the rpcx server's state;
 	// draining is set once its Shutdown has begun; armed once a service
@@ -200,12 +202,15 @@ func (p *Plugin) HeartbeatRequest(context.Context, *protocol.Message) error {
 	return nil
 }
 
-// Close releases the goroutines the plugin keeps parked for reuse; entries
-// still running finish. A graceful Shutdown calls it once the plugin has
-// drained; call it after Server.Close when the process goes on without
-// the server.
+// Close releases the goroutines the plugin keeps parked for reuse, and
+// waits for the connections' reply writers and send queues (each send
+// queue until the sends it holds have run; do not call Close from a send
+// handler); call entries still running finish on their own. A graceful
+// Shutdown calls it once the plugin has drained; call it after
+// Server.Close when the process goes on without the server.
 func (p *Plugin) Close() error {
 	p.workers.release(true)
+	p.tasks.wait()
 	return nil
 }
 

@@ -38,7 +38,7 @@ func (c *conn) queueSend(it sendItem) {
 	q.running = true
 	q.mu.Unlock()
 	if start {
-		go c.runSends()
+		c.p.tasks.spawn(c.runSends)
 	}
 }
 

@@ -1,0 +1,47 @@
+package batchserver
+
+import "sync"
+
+// tasks owns the plugin's per-connection goroutines that start on demand
+// and end when their work is done: each connection's reply writer and send
+// queue. Plugin.Close waits for them. Unlike a sync.WaitGroup it may start
+// a goroutine while Close waits (a connection still served).
+type tasks struct {
+	mu   sync.Mutex
+	n    int
+	idle *sync.Cond
+}
+
+// spawn runs f on a goroutine of its own, owned by t.
+func (t *tasks) spawn(f func()) {
+	t.mu.Lock()
+	t.n++
+	t.mu.Unlock()
+	go func() {
+		defer t.done()
+		f()
+	}()
+}
+
+func (t *tasks) done() {
+	t.mu.Lock()
+	t.n--
+	if t.n == 0 && t.idle != nil {
+		t.idle.Broadcast()
+	}
+	t.mu.Unlock()
+}
+
+// wait returns when no goroutine of t runs. A reply writer ends within
+// WriteTimeout (at once on a closed connection); a send queue ends once
+// the sends queued on its connection have run.
+func (t *tasks) wait() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.idle == nil {
+		t.idle = sync.NewCond(&t.mu)
+	}
+	for t.n > 0 {
+		t.idle.Wait()
+	}
+}

@@ -1,0 +1,113 @@
+package batchserver_test
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rpcxbatch/rpcxbatch/batchclient"
+	"github.com/rpcxbatch/rpcxbatch/batchserver"
+	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
+)
+
+// stacksWith returns the goroutine stacks that contain any of funcs.
+func stacksWith(funcs ...string) []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var found []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		for _, f := range funcs {
+			if strings.Contains(g, f) {
+				found = append(found, g)
+				break
+			}
+		}
+	}
+	return found
+}
+
+// Plugin.Close joins the plugin's per-connection goroutines (reply
+// writers, send queues) and Client.Close its lanes' and peers': once each
+// returns, after load with calls and a send in flight, none is left.
+func TestCloseJoinsGoroutines(t *testing.T) {
+	s, p := newServer(t)
+	addr := serve(t, s)
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	require.NoError(t, p.HandleSend("hold", func(context.Context, []byte) {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+		<-release
+	}))
+	c, err := batchclient.New()
+	require.NoError(t, err)
+	waitConnected(t, c, addr)
+
+	// Load: calls, casts and a send that holds its send queue.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, c.Send(ctx, addr, "hold", []byte("x")))
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the send handler did not start")
+	}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				var r testsvc.Reply
+				c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: w, B: i}, &r)
+				c.Cast(ctx, addr, "Arith", "Mul", &testsvc.Args{A: w, B: i})
+			}
+		}()
+	}
+	wg.Wait()
+	inFlight := make([]chan error, 0, 100)
+	for i := range 100 {
+		done := make(chan error, 1)
+		go func() {
+			var r testsvc.Reply
+			done <- c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: i, B: 2}, &r)
+		}()
+		inFlight = append(inFlight, done)
+	}
+
+	require.NoError(t, c.Close())
+	for _, done := range inFlight {
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a call in flight did not return after Client.Close")
+		}
+	}
+	require.Empty(t, stacksWith("batchclient.(*lane).", "batchclient.(*peer).run", "batchclient.(*peer).dialPlain"),
+		"client goroutines left after Client.Close")
+
+	s.Close()
+	// The held send runs until released; Close waits for it.
+	time.AfterFunc(300*time.Millisecond, func() { close(release) })
+	start := time.Now()
+	require.NoError(t, p.Close())
+	require.GreaterOrEqual(t, time.Since(start), 250*time.Millisecond, "Close did not wait for the running send")
+	require.Empty(t, stacksWith("batchserver.(*conn).writeReplies", "batchserver.(*conn).runSends"),
+		"plugin goroutines left after Plugin.Close")
+}
+
+var _ = batchserver.ErrSendHandlerExists
