@@ -306,9 +306,14 @@ func (c *Client) stoppedPlain(addr string) (*client.Client, error) {
 }
 
 // newEntry builds an entry and encodes args into it.
-func (c *Client) newEntry(ctx context.Context, kind codec.Kind, path, method string, args any) (*entry, error) {
+func (c *Client) newEntry(ctx context.Context, kind codec.Kind, path, method string, args any, est int) (*entry, error) {
 	e := getEntry()
 	var err error
+	if est > maxKeptPayload {
+		// Room for the bytes admission reserved: a large payload grown by
+		// append would hold up to a quarter more than the queue counts.
+		e.buf = make([]byte, 0, est)
+	}
 	if kind == codec.KindSend {
 		// Copied: Send returns before the frame is written, and the caller
 		// may reuse its buffer at once.
@@ -472,7 +477,9 @@ func (c *Client) submit(ctx context.Context, l *lane, kind codec.Kind, pc *pendi
 		if deferArgs {
 			e, err = c.newDeferredEntry(ctx, call.ServicePath, call.ServiceMethod, call.Args)
 		} else {
-			e, err = c.newEntry(ctx, kind, call.ServicePath, call.ServiceMethod, call.Args)
+			// Sized as known (this entry before, or the last one queued),
+			// not as the first guess (the whole queue).
+			e, err = c.newEntry(ctx, kind, call.ServicePath, call.ServiceMethod, call.Args, min(est, max(size, int(l.lastSize.Load()))))
 		}
 		if err != nil {
 			l.unreserve(est)
