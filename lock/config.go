@@ -1,0 +1,97 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/smallnest/rpcx/server"
+)
+
+// ServicePath is the rpcx service name a node registers its lock service
+// under.
+const ServicePath = "RpcxbatchLock"
+
+// Defaults for Config.
+const (
+	DefaultProbeLimit    = 1000
+	DefaultProbeInterval = 200 * time.Millisecond
+	DefaultNodeTimeout   = 2 * time.Second
+)
+
+// Transport is how a node reaches the other nodes. *batchclient.Client
+// implements it; so does PlainTransport, which goes over plain rpcx (for
+// comparison).
+type Transport interface {
+	Call(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any) error
+	Cast(ctx context.Context, addr, servicePath, serviceMethod string, args any) error
+}
+
+// Config configures a Node.
+type Config struct {
+	// Server is the rpcx server the lock service is registered on, so that
+	// other nodes can reach this one. Nil makes a node that serves only its
+	// own holders.
+	Server *server.Server
+	// Addr is the address other nodes reach Server at, as they name this
+	// node in their requests ("host:port"). Required with Server.
+	Addr string
+	// Transport reaches the other nodes; required for requests on other
+	// nodes. Usually a *batchclient.Client shared with the application.
+	Transport Transport
+	// ProbeLimit is how many locks one branch of a deadlock walk may visit
+	// before the request it started from fails with ErrProbeLimit.
+	// Default DefaultProbeLimit.
+	ProbeLimit int
+	// ProbeInterval is how long a queued request waits before its deadlock
+	// walk is repeated (doubling, up to 16 times the interval): a wait that
+	// became part of a cycle after its first walk, for example by a
+	// partial grant of a multi-node request, is found this way. Default
+	// DefaultProbeInterval.
+	ProbeInterval time.Duration
+	// NodeTimeout is how long another node may stay unreachable before
+	// this node drops the locks its holders hold here; set it to the
+	// transport's heartbeat timeout. Default DefaultNodeTimeout.
+	NodeTimeout time.Duration
+}
+
+// New starts a lock node. With cfg.Server set, its lock service is
+// registered there under ServicePath; with a batch plugin on that server
+// the service is reached over the batch path like any other.
+func New(cfg Config) (*Node, error) {
+	if cfg.ProbeLimit <= 0 {
+		cfg.ProbeLimit = DefaultProbeLimit
+	}
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = DefaultProbeInterval
+	}
+	if cfg.NodeTimeout <= 0 {
+		cfg.NodeTimeout = DefaultNodeTimeout
+	}
+	if cfg.Server != nil && cfg.Addr == "" {
+		return nil, errors.New("rpcxbatch/lock: Config.Addr is required with Config.Server: other nodes name this node by it")
+	}
+	n := &Node{
+		cfg:     cfg,
+		inc:     newIncarnation(),
+		table:   newTable(),
+		proxies: make(map[OwnerID]*owner),
+		peers:   make(map[string]*peer),
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	if cfg.Server != nil {
+		if err := cfg.Server.RegisterName(ServicePath, &Service{n: n}, ""); err != nil {
+			n.cancel()
+			return nil, fmt.Errorf("rpcxbatch/lock: register the lock service: %w", err)
+		}
+	}
+	return n, nil
+}
+
+func (n *Node) name() string {
+	if n.cfg.Addr == "" {
+		return "local node"
+	}
+	return n.cfg.Addr
+}

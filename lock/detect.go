@@ -1,0 +1,214 @@
+package lock
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Deadlock detection, elock's way: only a request that must wait pays for
+// it. When a request queues while its holder holds something, a walk
+// starts from it: it follows wait-for edges (a queued request waits for
+// the holders of its key and for the requests queued ahead of it) on this
+// node, and hops to the other nodes with one cast per node and step. A walk
+// that comes back to the request it started from has found a cycle, and
+// the youngest holder on the cycle loses: its queued request fails with
+// ErrDeadlock; it keeps what it held before. A branch of a walk that
+// visits more than ProbeLimit locks fails the starting request with
+// ErrProbeLimit. A request that keeps waiting walks again after
+// ProbeInterval, doubling up to 16 times it, which also finds cycles that
+// formed after its first walk (a partial grant of a multi-node request).
+
+// Hop is one queued request on a walk's path.
+type Hop struct {
+	Owner  OwnerID
+	Age    int64
+	Node   string
+	Key    string
+	Ticket uint64
+}
+
+// WalkID names one walk, so each node expands each holder once per walk.
+type WalkID struct {
+	Node uint64
+	Seq  uint64
+}
+
+// ProbeArgs carries a deadlock walk to another node: expand holder Expand
+// there, after Path.
+type ProbeArgs struct {
+	Walk   WalkID
+	Path   []Hop
+	Expand OwnerID
+	Visits int
+}
+
+// VerdictArgs fails one queued request (a deadlock's loser, or a walk
+// past its limit).
+type VerdictArgs struct {
+	Owner  OwnerID
+	Key    string
+	Ticket uint64
+	Code   int
+}
+
+// walkMemo remembers which holders a node expanded for which walk, for a
+// few seconds (two generations of maps).
+type walkMemo struct {
+	mu      sync.Mutex
+	cur     map[walkKey]struct{}
+	old     map[walkKey]struct{}
+	swapped time.Time
+}
+
+type walkKey struct {
+	walk WalkID
+	o    OwnerID
+}
+
+// first reports whether k is new, and remembers it.
+func (m *walkMemo) first(k walkKey) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cur == nil || time.Since(m.swapped) > 5*time.Second {
+		m.old, m.cur, m.swapped = m.cur, make(map[walkKey]struct{}), time.Now()
+	}
+	if _, ok := m.cur[k]; ok {
+		return false
+	}
+	if _, ok := m.old[k]; ok {
+		return false
+	}
+	m.cur[k] = struct{}{}
+	return true
+}
+
+// watchWait is called when request w queues: it walks at once when the
+// holder holds something, and again while the request waits, until the
+// returned stop is called.
+func (n *Node) watchWait(w *waiter, holds bool) func() {
+	{
+		if holds || w.o.holdsAny() {
+			n.walk(w)
+		}
+		var mu sync.Mutex
+		stopped := false
+		interval := n.cfg.ProbeInterval
+		var t *time.Timer
+		t = time.AfterFunc(interval, func() {
+			n.walk(w)
+			mu.Lock()
+			defer mu.Unlock()
+			if !stopped {
+				interval = min(2*interval, 16*n.cfg.ProbeInterval)
+				t.Reset(interval)
+			}
+		})
+		return func() {
+			mu.Lock()
+			stopped = true
+			mu.Unlock()
+			t.Stop()
+		}
+	}
+}
+
+// walk starts a deadlock walk from queued request w.
+func (n *Node) walk(w *waiter) {
+	p := &ProbeArgs{Walk: WalkID{Node: n.inc, Seq: n.seq.Add(1)}}
+	n.expandWaiter(p, w)
+}
+
+// expandOwner expands every request holder x has queued on this node.
+func (n *Node) expandOwner(p *ProbeArgs, x OwnerID) {
+	if !n.memo.first(walkKey{p.Walk, x}) {
+		return
+	}
+	for _, w := range n.table.waitsOf(x) {
+		n.expandWaiter(p, w)
+	}
+}
+
+func (n *Node) expandWaiter(p *ProbeArgs, w *waiter) {
+	path := make([]Hop, len(p.Path), len(p.Path)+1)
+	copy(path, p.Path)
+	path = append(path, Hop{Owner: w.o.id, Age: w.o.age, Node: n.cfg.Addr, Key: w.key, Ticket: w.ticket})
+	origin := path[0]
+	for _, b := range n.table.blockersOf(w.key, w.ticket) {
+		p.Visits++
+		if p.Visits > n.cfg.ProbeLimit {
+			n.verdict(origin, codeProbeLimit)
+			return
+		}
+		if b.id == origin.Owner {
+			victim := path[0]
+			for _, h := range path[1:] {
+				if younger(h.Age, h.Owner, victim.Age, victim.Owner) {
+					victim = h
+				}
+			}
+			n.verdict(victim, codeDeadlock)
+			return
+		}
+		if onPath(path, b.id) {
+			continue
+		}
+		next := &ProbeArgs{Walk: p.Walk, Path: path, Visits: p.Visits}
+		n.expandOwner(next, b.id)
+		p.Visits = next.Visits
+		if n.cfg.Transport == nil {
+			continue
+		}
+		// The blocker may wait on any other node.
+		for _, addr := range n.peerAddrs() {
+			args := &ProbeArgs{Walk: p.Walk, Path: path, Expand: b.id, Visits: p.Visits}
+			_ = n.cfg.Transport.Cast(n.ctx, addr, ServicePath, "Probe", args)
+		}
+	}
+}
+
+func onPath(path []Hop, id OwnerID) bool {
+	for _, h := range path {
+		if h.Owner == id {
+			return true
+		}
+	}
+	return false
+}
+
+// verdict fails the queued request h names, here or on its node.
+func (n *Node) verdict(h Hop, code int) {
+	if h.Node == n.cfg.Addr {
+		n.failWaiter(h.Owner, h.Key, h.Ticket, code)
+		return
+	}
+	if n.cfg.Transport != nil {
+		args := &VerdictArgs{Owner: h.Owner, Key: h.Key, Ticket: h.Ticket, Code: code}
+		_ = n.cfg.Transport.Cast(n.ctx, h.Node, ServicePath, "Verdict", args)
+	}
+}
+
+func (n *Node) failWaiter(id OwnerID, key string, ticket uint64, code int) {
+	for _, w := range n.table.waitsOf(id) {
+		if w.key == key && w.ticket == ticket {
+			n.table.fail(w, codeErrs[code])
+		}
+	}
+}
+
+// Probe continues a deadlock walk on this node.
+func (s *Service) Probe(ctx context.Context, a *ProbeArgs, _ *Ack) error {
+	if len(a.Path) == 0 {
+		return nil
+	}
+	s.n.expandOwner(a, a.Expand)
+	return nil
+}
+
+// Verdict fails a queued request of this node (see VerdictArgs).
+func (s *Service) Verdict(ctx context.Context, a *VerdictArgs, _ *Ack) error {
+	if _, ok := codeErrs[a.Code]; ok {
+		s.n.failWaiter(a.Owner, a.Key, a.Ticket, a.Code)
+	}
+	return nil
+}

@@ -1,0 +1,25 @@
+// Package lock is a distributed lock manager that rides the rpcxbatch
+// transport: the Go counterpart of the Erlang library elock.
+//
+// A Node is attached to an rpcx server (its lock service goes through the
+// batch plugin like any other service) and to a Transport, normally a
+// *batchclient.Client, for reaching the other nodes. A Holder, the stand-in
+// for an Erlang process, is an object with a context: it takes Shared or
+// Exclusive locks on string keys, on its own node or on a list of nodes, in
+// one call for one or many keys, and everything it holds is released on
+// every node when it is closed or its context ends.
+//
+// Locally a lock is a row in a sharded table. Taking a free key is one
+// acquisition of the key's shard mutex (a single compare-and-swap when the
+// shard is not contended) around a map insert: there is no central locker
+// goroutine. Each row carries elock's ticket counter; ticket 1 means the
+// key was free and the caller holds it at once. A contended key gets a
+// manager, its queue in ticket order, for as long as it is contended.
+// Grants follow ticket order; a Shared request joins the current shared
+// holders at once only while nobody waits, so a stream of readers cannot
+// starve a writer.
+//
+// A request on several nodes asks every node at once, keeps what the
+// granted nodes gave while the rest answer, and releases everything if any
+// node fails: all or nothing.
+package lock

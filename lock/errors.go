@@ -1,0 +1,32 @@
+package lock
+
+import "errors"
+
+var (
+	// ErrDeadlock is returned by a lock request that closed a wait-for
+	// cycle and was the younger holder in it. The holder keeps what it held
+	// before the request; the usual answer is to release and retry.
+	ErrDeadlock = errors.New("rpcxbatch/lock: deadlock detected; release what the holder holds and retry")
+	// ErrProbeLimit is returned by a lock request whose deadlock walk
+	// visited more than the probe limit of locks without an answer. The
+	// holder keeps what it held before the request; release and retry, or
+	// take keys in a fixed order so that long chains cannot form.
+	ErrProbeLimit = errors.New("rpcxbatch/lock: deadlock walk passed its probe limit; release and retry, or lock keys in sorted order")
+	// ErrClosed is returned by the methods of a Holder that was closed, or
+	// whose context ended, and of a Node that was closed.
+	ErrClosed = errors.New("rpcxbatch/lock: holder or node is closed; make a new holder")
+	// ErrUpgrade is returned when a holder asks for Exclusive on a key it
+	// holds Shared while other holders share it or others wait for it.
+	// Release the shared lock and ask for Exclusive instead.
+	ErrUpgrade = errors.New("rpcxbatch/lock: cannot upgrade a shared lock others share or wait for; release it and ask for Exclusive")
+	// ErrAborted is returned by a node for a request its holder withdrew
+	// (another node of an all-or-nothing request failed, or the holder was
+	// closed) before it arrived or while it waited.
+	ErrAborted = errors.New("rpcxbatch/lock: request withdrawn by its holder")
+	// ErrNodeLost is returned when a node of the request is unreachable or
+	// was declared lost; the request holds nothing anywhere.
+	ErrNodeLost = errors.New("rpcxbatch/lock: lock node unreachable; retry against the nodes that are up")
+	// ErrBadRequest is returned for an invalid request: no keys, an empty
+	// key, an unknown mode or no nodes.
+	ErrBadRequest = errors.New("rpcxbatch/lock: invalid lock request")
+)

@@ -1,0 +1,99 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// Holder takes and holds locks: the Go stand-in for an Erlang process that
+// holds elock locks. One request runs at a time; a Holder may be shared
+// by goroutines, which then take turns. Everything it holds, on every node,
+// is released when it is closed or when the context it was made with ends.
+type Holder struct {
+	n    *Node
+	o    *owner
+	stop func() bool
+
+	mu  sync.Mutex // one request at a time; guards what follows
+	seq uint64     // the last request's number
+	// remote holds, per other node, the keys this holder holds there.
+	remote map[string]*remoteHolds
+}
+
+// ID returns the holder's cluster-wide id.
+func (h *Holder) ID() OwnerID { return h.o.id }
+
+// Lock takes keys in mode on this node. Keys are taken in the order given;
+// if one cannot be taken (ctx ends, ErrDeadlock, ErrProbeLimit) the request
+// gives back what it took and the holder keeps what it held before. A key
+// the holder already holds is kept; asking Exclusive for a key held Shared
+// upgrades it when the holder is its only holder and nobody waits, and
+// fails with ErrUpgrade otherwise. A request whose ctx ends while it waits
+// is withdrawn from the queue.
+func (h *Holder) Lock(ctx context.Context, mode Mode, keys ...string) error {
+	if err := checkRequest(mode, keys); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.seq++
+	return h.lockLocal(ctx, mode, keys, h.seq)
+}
+
+func (h *Holder) lockLocal(ctx context.Context, mode Mode, keys []string, seq uint64) error {
+	err := h.o.take(ctx, h.n, keys, mode, seq, h.holdsRemote())
+	if err != nil {
+		return fmt.Errorf("lock %d keys %s on %s: %w", len(keys), mode, h.n.name(), err)
+	}
+	return nil
+}
+
+// Release gives back keys on every node the holder holds them on.
+func (h *Holder) Release(keys ...string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, k := range keys {
+		h.o.release(h.n.table, k, 0)
+	}
+	h.releaseRemote(keys)
+}
+
+// ReleaseAll gives back everything the holder holds, on every node.
+func (h *Holder) ReleaseAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.o.releaseAll(h.n.table)
+	h.releaseRemote(nil)
+}
+
+// Close releases everything the holder holds on every node and ends its
+// queued requests with ErrClosed. Later requests fail with ErrClosed.
+func (h *Holder) Close() error {
+	h.stop()
+	// Ending the owner first makes a request that waits return, so that
+	// the request mutex below is free soon.
+	if !h.o.drop(h.n.table) {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.o.releaseAll(h.n.table)
+	h.dropRemote()
+	return nil
+}
+
+func checkRequest(mode Mode, keys []string) error {
+	if mode != Shared && mode != Exclusive {
+		return fmt.Errorf("%w: mode %d", ErrBadRequest, mode)
+	}
+	if len(keys) == 0 {
+		return fmt.Errorf("%w: no keys", ErrBadRequest)
+	}
+	for _, k := range keys {
+		if k == "" {
+			return fmt.Errorf("%w: empty key", ErrBadRequest)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,81 @@
+package lock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Node is one lock node: the lock table of this process, the lock service
+// other nodes reach it by, and the transport it reaches them with.
+type Node struct {
+	cfg   Config
+	inc   uint64 // this node's incarnation: a random id drawn at start
+	table *table
+	seq   atomic.Uint64 // holder sequence numbers
+
+	ctx    context.Context // ends when the node is closed
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // goroutines the node owns
+
+	mu      sync.Mutex
+	closed  bool
+	proxies map[OwnerID]*owner // other nodes' holders' proxies on this node
+	peers   map[string]*peer   // other nodes this node has talked to
+
+	memo walkMemo
+}
+
+func newIncarnation() uint64 {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return uint64(time.Now().UnixNano())
+	}
+	return binary.LittleEndian.Uint64(b[:]) | 1
+}
+
+// Incarnation returns the random id this node drew at start. A node that
+// restarts at the same address has a new one.
+func (n *Node) Incarnation() uint64 { return n.inc }
+
+// Addr returns the address other nodes reach this node at ("" for a node
+// with no server).
+func (n *Node) Addr() string { return n.cfg.Addr }
+
+// NewHolder makes a holder on this node. Everything it holds, on every
+// node, is released when it is closed or when ctx ends.
+func (n *Node) NewHolder(ctx context.Context) (*Holder, error) {
+	n.mu.Lock()
+	closed := n.closed
+	n.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	h := &Holder{n: n, o: newOwner(OwnerID{Node: n.inc, Seq: n.seq.Add(1)}, time.Now().UnixNano(), "")}
+	h.stop = context.AfterFunc(ctx, func() { h.Close() })
+	return h, nil
+}
+
+// Close stops the node: its lock service refuses new requests, the
+// proxies of other nodes' holders are dropped and the node's goroutines
+// are stopped. Local holders should be closed first.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	proxies := n.proxies
+	n.proxies = map[OwnerID]*owner{}
+	n.mu.Unlock()
+	n.cancel()
+	for _, o := range proxies {
+		o.drop(n.table)
+	}
+	n.wg.Wait()
+	return nil
+}

@@ -1,0 +1,206 @@
+package lock
+
+import (
+	"context"
+	"sync"
+)
+
+// OwnerID names a holder across the cluster: the incarnation of the node
+// the holder lives on and a sequence number there.
+type OwnerID struct {
+	Node uint64
+	Seq  uint64
+}
+
+// owner is a holder as the lock table sees it: a local Holder, or on
+// another node the proxy that holds locks there on that Holder's behalf.
+type owner struct {
+	id  OwnerID
+	age int64 // creation time in ns; a larger age is a younger holder
+	// origin is the address of the holder's node ("" for a local holder).
+	origin string
+
+	done chan struct{} // closed when the owner is dropped
+
+	mu     sync.Mutex
+	held   map[string]heldKey
+	closed bool
+
+	// Remote proxies only: withdrawn requests and tombstones (see remote.go).
+	aborted uint64                        // requests with seq <= aborted are refused
+	maxSeq  uint64                        // the highest request seq that arrived
+	pending map[uint64]context.CancelFunc // queued requests by seq
+}
+
+// heldKey is one key an owner holds: its mode, the request that took it
+// and the last request that asked for it again.
+type heldKey struct {
+	mode  Mode
+	grant uint64
+	last  uint64
+}
+
+func newOwner(id OwnerID, age int64, origin string) *owner {
+	return &owner{id: id, age: age, origin: origin, done: make(chan struct{}), held: make(map[string]heldKey)}
+}
+
+// younger reports whether o is younger than p: the one that loses a
+// deadlock.
+func younger(aAge int64, a OwnerID, bAge int64, b OwnerID) bool {
+	if aAge != bAge {
+		return aAge > bAge
+	}
+	if a.Node != b.Node {
+		return a.Node > b.Node
+	}
+	return a.Seq > b.Seq
+}
+
+// take takes keys in mode for request seq, in the order given, waiting where
+// it must. On failure it gives back what this request took and undoes its
+// upgrades, so o keeps exactly what it held before. Every wait is shown to
+// n's deadlock detector first; holdsElsewhere tells it that the holder
+// holds something on another node.
+func (o *owner) take(ctx context.Context, n *Node, keys []string, mode Mode, seq uint64, holdsElsewhere bool) error {
+	t := n.table
+	var took, upgraded []string
+	rollback := func() {
+		o.mu.Lock()
+		for _, k := range took {
+			delete(o.held, k)
+		}
+		for _, k := range upgraded {
+			if hk, ok := o.held[k]; ok {
+				hk.mode = Shared
+				o.held[k] = hk
+			}
+		}
+		o.mu.Unlock()
+		for _, k := range took {
+			t.release(o, k)
+		}
+		for _, k := range upgraded {
+			t.downgrade(o, k)
+		}
+	}
+	for _, k := range keys {
+		o.mu.Lock()
+		if o.closed {
+			o.mu.Unlock()
+			rollback()
+			return ErrClosed
+		}
+		hk, ok := o.held[k]
+		if !ok {
+			// The owner's mutex is held across the table (owner before
+			// shard): the uncontended take records the key in one go.
+			w := t.tryTake(o, k, mode)
+			if w == nil {
+				o.held[k] = heldKey{mode: mode, grant: seq, last: seq}
+				o.mu.Unlock()
+				took = append(took, k)
+				continue
+			}
+			o.mu.Unlock()
+			stop := n.watchWait(w, holdsElsewhere || len(took) > 0 || len(upgraded) > 0)
+			err := t.wait(ctx, w)
+			stop()
+			if err != nil {
+				rollback()
+				return err
+			}
+			o.mu.Lock()
+			if o.closed {
+				o.mu.Unlock()
+				t.release(o, k)
+				rollback()
+				return ErrClosed
+			}
+			o.held[k] = heldKey{mode: mode, grant: seq, last: seq}
+			o.mu.Unlock()
+			took = append(took, k)
+			continue
+		}
+		o.mu.Unlock()
+		if hk.mode == Shared && mode == Exclusive {
+			if err := t.upgrade(o, k); err != nil {
+				rollback()
+				return err
+			}
+			hk.mode = Exclusive
+			upgraded = append(upgraded, k)
+		}
+		hk.last = seq
+		o.mu.Lock()
+		o.held[k] = hk
+		o.mu.Unlock()
+	}
+	return nil
+}
+
+// holdsAny reports whether o holds anything on this node.
+func (o *owner) holdsAny() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.held) > 0
+}
+
+// release gives back key if o holds it and no request after seq asked for
+// it again (seq 0: unconditionally).
+func (o *owner) release(t *table, key string, seq uint64) {
+	o.mu.Lock()
+	hk, ok := o.held[key]
+	if !ok || (seq != 0 && hk.last > seq) {
+		o.mu.Unlock()
+		return
+	}
+	delete(o.held, key)
+	o.mu.Unlock()
+	t.release(o, key)
+}
+
+// releaseGrant gives back the keys request seq took (an aborted request).
+func (o *owner) releaseGrant(t *table, seq uint64) {
+	var keys []string
+	o.mu.Lock()
+	for k, hk := range o.held {
+		if hk.grant == seq {
+			keys = append(keys, k)
+			delete(o.held, k)
+		}
+	}
+	o.mu.Unlock()
+	for _, k := range keys {
+		t.release(o, k)
+	}
+}
+
+// releaseAll gives back everything o holds. The owner's mutex is held
+// across the table releases (owner before shard is the lock order; no path
+// takes them the other way round), which saves collecting the keys.
+func (o *owner) releaseAll(t *table) {
+	o.mu.Lock()
+	for k := range o.held {
+		t.release(o, k)
+	}
+	clear(o.held)
+	o.mu.Unlock()
+}
+
+// drop closes o: its queued requests end with ErrClosed and everything it
+// holds is released. It reports whether this call closed it.
+func (o *owner) drop(t *table) bool {
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		return false
+	}
+	o.closed = true
+	for _, cancel := range o.pending {
+		cancel()
+	}
+	o.mu.Unlock()
+	close(o.done)
+	o.releaseAll(t)
+	return true
+}

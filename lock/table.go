@@ -1,0 +1,344 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"sync"
+)
+
+// Mode is the mode of a lock: Shared or Exclusive.
+type Mode uint8
+
+const (
+	// Shared locks are held together by any number of holders, but never
+	// beside an Exclusive one.
+	Shared Mode = iota + 1
+	// Exclusive locks have one holder and nobody beside it.
+	Exclusive
+)
+
+// String returns "shared" or "exclusive".
+func (m Mode) String() string {
+	switch m {
+	case Shared:
+		return "shared"
+	case Exclusive:
+		return "exclusive"
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+const numShards = 256
+
+// table is a node's lock table: rows by key, sharded by key hash. A shard's
+// mutex guards its rows, their managers and the owner lists of its rows;
+// nothing on the uncontended path takes any other lock.
+type table struct {
+	seed   maphash.Seed
+	shards [numShards]shard
+
+	// wmu guards waits, the index of queued requests by owner that the
+	// deadlock walk expands. Only the contended path touches it.
+	wmu   sync.Mutex
+	waits map[OwnerID][]*waiter
+}
+
+type shard struct {
+	mu   sync.Mutex
+	rows map[string]*row
+	_    [40]byte // keep neighbouring shards' mutexes off one cache line
+}
+
+// row is one locked key. It exists while the key is held or waited for.
+type row struct {
+	// ticket is elock's counter: how many requests the row has seen since
+	// it appeared. Ticket 1 took a free key.
+	ticket uint64
+	mode   Mode
+	owners []*owner
+	mgr    *manager
+}
+
+// manager is the queue of a contended key, in ticket order. It exists only
+// while somebody waits; whichever goroutine releases the key or withdraws
+// from it makes the grants, under the shard mutex.
+type manager struct {
+	queue []*waiter
+}
+
+// waiter is one queued request for one key.
+type waiter struct {
+	o      *owner
+	key    string
+	mode   Mode
+	ticket uint64
+	done   chan error // buffered; receives the verdict exactly once
+	// settled is set, under the shard mutex, when the verdict was sent.
+	settled bool
+}
+
+func newTable() *table {
+	t := &table{seed: maphash.MakeSeed(), waits: make(map[OwnerID][]*waiter)}
+	for i := range t.shards {
+		t.shards[i].rows = make(map[string]*row)
+	}
+	return t
+}
+
+var rowPool = sync.Pool{New: func() any { return new(row) }}
+
+func (t *table) shard(key string) *shard {
+	return &t.shards[maphash.String(t.seed, key)%numShards]
+}
+
+// tryTake takes key for o if that needs no wait. On a wait it queues a
+// waiter and returns it; the caller must then wait for its verdict.
+func (t *table) tryTake(o *owner, key string, mode Mode) *waiter {
+	s := t.shard(key)
+	s.mu.Lock()
+	r := s.rows[key]
+	if r == nil {
+		r = rowPool.Get().(*row)
+		r.ticket = 1
+		r.mode = mode
+		r.owners = append(r.owners[:0], o)
+		s.rows[key] = r
+		s.mu.Unlock()
+		return nil
+	}
+	r.ticket++
+	if r.mgr == nil && r.mode == Shared && mode == Shared {
+		r.owners = append(r.owners, o)
+		s.mu.Unlock()
+		return nil
+	}
+	if r.mgr == nil {
+		r.mgr = &manager{}
+	}
+	w := &waiter{o: o, key: key, mode: mode, ticket: r.ticket, done: make(chan error, 1)}
+	r.mgr.queue = append(r.mgr.queue, w)
+	s.mu.Unlock()
+	t.wmu.Lock()
+	t.waits[o.id] = append(t.waits[o.id], w)
+	t.wmu.Unlock()
+	return w
+}
+
+// wait waits for w's verdict. When ctx or the owner ends first, the request
+// is withdrawn; if it was granted in the meantime the grant is given back.
+func (t *table) wait(ctx context.Context, w *waiter) error {
+	var err error
+	select {
+	case err = <-w.done:
+	case <-ctx.Done():
+		err = t.settle(w, ctx.Err())
+	case <-w.o.done:
+		err = t.settle(w, ErrClosed)
+	}
+	t.unindex(w)
+	return err
+}
+
+// settle ends w with err unless it already has a verdict, and returns the
+// verdict w ends with. A granted waiter being settled by its own goroutine
+// (ctx ended at the same moment) gives the grant back.
+func (t *table) settle(w *waiter, err error) error {
+	s := t.shard(w.key)
+	s.mu.Lock()
+	if !w.settled {
+		t.dequeueLocked(s, w)
+		w.settled = true
+		s.mu.Unlock()
+		return err
+	}
+	s.mu.Unlock()
+	v := <-w.done
+	if v == nil {
+		t.release(w.o, w.key)
+		return err
+	}
+	return v
+}
+
+// fail ends w with err (a deadlock verdict) if it still waits. It reports
+// whether it did.
+func (t *table) fail(w *waiter, err error) bool {
+	s := t.shard(w.key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w.settled {
+		return false
+	}
+	t.dequeueLocked(s, w)
+	w.settled = true
+	w.done <- err
+	return true
+}
+
+func (t *table) unindex(w *waiter) {
+	t.wmu.Lock()
+	ws := t.waits[w.o.id]
+	for i, x := range ws {
+		if x == w {
+			ws[i] = ws[len(ws)-1]
+			ws[len(ws)-1] = nil
+			ws = ws[:len(ws)-1]
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(t.waits, w.o.id)
+	} else {
+		t.waits[w.o.id] = ws
+	}
+	t.wmu.Unlock()
+}
+
+// dequeueLocked takes w out of its row's queue and grants whoever that
+// unblocks (a writer that withdraws can let the readers behind it in).
+func (t *table) dequeueLocked(s *shard, w *waiter) {
+	r := s.rows[w.key]
+	if r == nil || r.mgr == nil {
+		return
+	}
+	q := r.mgr.queue
+	for i, x := range q {
+		if x == w {
+			copy(q[i:], q[i+1:])
+			q[len(q)-1] = nil
+			r.mgr.queue = q[:len(q)-1]
+			break
+		}
+	}
+	t.grantLocked(s, w.key, r)
+}
+
+// grantLocked grants the head of r's queue as far as modes allow, in
+// ticket order, and deletes the row when nobody holds or wants it.
+func (t *table) grantLocked(s *shard, key string, r *row) {
+	if r.mgr != nil {
+		q := r.mgr.queue
+		n := 0
+		for n < len(q) {
+			w := q[n]
+			if len(r.owners) == 0 {
+				r.mode = w.mode
+			} else if r.mode != Shared || w.mode != Shared {
+				break
+			}
+			r.owners = append(r.owners, w.o)
+			w.settled = true
+			w.done <- nil
+			q[n] = nil
+			n++
+		}
+		if n == len(q) {
+			r.mgr = nil
+		} else {
+			r.mgr.queue = q[n:]
+		}
+	}
+	if len(r.owners) == 0 && r.mgr == nil {
+		delete(s.rows, key)
+		r.owners = r.owners[:0]
+		rowPool.Put(r)
+	}
+}
+
+// release gives back o's hold on key.
+func (t *table) release(o *owner, key string) {
+	s := t.shard(key)
+	s.mu.Lock()
+	r := s.rows[key]
+	if r == nil {
+		s.mu.Unlock()
+		return
+	}
+	for i, x := range r.owners {
+		if x == o {
+			last := len(r.owners) - 1
+			r.owners[i] = r.owners[last]
+			r.owners[last] = nil
+			r.owners = r.owners[:last]
+			break
+		}
+	}
+	if len(r.owners) == 0 || r.mgr != nil {
+		t.grantLocked(s, key, r)
+	}
+	s.mu.Unlock()
+}
+
+// upgrade turns o's shared hold on key exclusive when o is its only holder
+// and nobody waits.
+func (t *table) upgrade(o *owner, key string) error {
+	s := t.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.rows[key]
+	if r == nil || len(r.owners) != 1 || r.owners[0] != o || r.mgr != nil {
+		return ErrUpgrade
+	}
+	r.mode = Exclusive
+	return nil
+}
+
+// blockersOf returns the holders of key and the owners of the waiters queued
+// ahead of ticket: everyone a request with that ticket waits for.
+func (t *table) blockersOf(key string, ticket uint64) []*owner {
+	s := t.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.rows[key]
+	if r == nil {
+		return nil
+	}
+	out := append([]*owner(nil), r.owners...)
+	if r.mgr != nil {
+		for _, w := range r.mgr.queue {
+			if w.ticket >= ticket {
+				break
+			}
+			out = append(out, w.o)
+		}
+	}
+	return out
+}
+
+// waitsOf returns o's queued requests on this node.
+func (t *table) waitsOf(id OwnerID) []*waiter {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	return append([]*waiter(nil), t.waits[id]...)
+}
+
+// snapshot reports, for tests, the mode and holder count of key.
+func (t *table) snapshot(key string) (Mode, int, int) {
+	s := t.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.rows[key]
+	if r == nil {
+		return 0, 0, 0
+	}
+	q := 0
+	if r.mgr != nil {
+		q = len(r.mgr.queue)
+	}
+	return r.mode, len(r.owners), q
+}
+
+// downgrade turns o's exclusive hold on key back to shared (a failed
+// request undoing its upgrade) and lets the shared waiters in.
+func (t *table) downgrade(o *owner, key string) {
+	s := t.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.rows[key]
+	if r == nil || len(r.owners) != 1 || r.owners[0] != o {
+		return
+	}
+	r.mode = Shared
+	t.grantLocked(s, key, r)
+}

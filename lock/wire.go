@@ -1,0 +1,103 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// AcquireArgs asks a node to take keys for a holder of another node.
+type AcquireArgs struct {
+	Owner  OwnerID
+	Age    int64
+	Origin string // the holder's node address
+	Seq    uint64 // the holder's request number
+	Mode   Mode
+	Keys   []string
+	Holds  bool // the holder holds something somewhere: walk for deadlocks at once
+}
+
+// AcquireReply is a node's verdict on an AcquireArgs.
+type AcquireReply struct {
+	Code int
+	Msg  string
+}
+
+// ReleaseArgs gives back keys (all the holder holds there when Keys is
+// nil) unless a request after Seq asked for them again.
+type ReleaseArgs struct {
+	Owner OwnerID
+	Keys  []string
+	Seq   uint64
+	All   bool
+}
+
+// AbortArgs withdraws the holder's requests up to Seq: queued ones end,
+// later arrivals are refused, and what request Seq took is given back.
+type AbortArgs struct {
+	Owner OwnerID
+	Seq   uint64
+}
+
+// DropArgs ends a holder on a node: everything released, and requests up
+// to LastSeq refused when they arrive late.
+type DropArgs struct {
+	Owner   OwnerID
+	LastSeq uint64
+}
+
+// Ack is the empty reply of the one-way methods.
+type Ack struct{}
+
+const (
+	codeOK = iota
+	codeDeadlock
+	codeProbeLimit
+	codeAborted
+	codeClosed
+	codeUpgrade
+	codeTimeout
+	codeCanceled
+	codeBadRequest
+)
+
+var codeErrs = map[int]error{
+	codeDeadlock:   ErrDeadlock,
+	codeProbeLimit: ErrProbeLimit,
+	codeAborted:    ErrAborted,
+	codeClosed:     ErrClosed,
+	codeUpgrade:    ErrUpgrade,
+	codeTimeout:    context.DeadlineExceeded,
+	codeCanceled:   context.Canceled,
+	codeBadRequest: ErrBadRequest,
+}
+
+func codeOf(err error) int {
+	if err == nil {
+		return codeOK
+	}
+	for c, e := range codeErrs {
+		if errors.Is(err, e) {
+			return c
+		}
+	}
+	return codeAborted
+}
+
+func (r *AcquireReply) set(err error) {
+	r.Code = codeOf(err)
+	if err != nil {
+		r.Msg = err.Error()
+	}
+}
+
+func (r *AcquireReply) err(node string) error {
+	if r.Code == codeOK {
+		return nil
+	}
+	e, ok := codeErrs[r.Code]
+	if !ok {
+		e = ErrAborted
+	}
+	return fmt.Errorf("node %s: %w", node, e)
+}
