@@ -87,29 +87,35 @@ func (m *walkMemo) first(k walkKey) bool {
 // holder holds something, and again while the request waits, until the
 // returned stop is called.
 func (n *Node) watchWait(w *waiter, holds bool) func() {
-	{
-		if holds || w.o.holdsAny() {
-			n.walk(w)
-		}
-		var mu sync.Mutex
-		stopped := false
-		interval := n.cfg.ProbeInterval
-		var t *time.Timer
-		t = time.AfterFunc(interval, func() {
-			n.walk(w)
-			mu.Lock()
-			defer mu.Unlock()
-			if !stopped {
-				interval = min(2*interval, 16*n.cfg.ProbeInterval)
-				t.Reset(interval)
-			}
-		})
-		return func() {
-			mu.Lock()
-			stopped = true
+	if holds || w.o.holdsAny() {
+		n.walk(w)
+	}
+	var mu sync.Mutex
+	stopped := false
+	interval := n.cfg.ProbeInterval
+	var t *time.Timer
+	mu.Lock() // the first tick must see t
+	defer mu.Unlock()
+	t = time.AfterFunc(interval, func() {
+		mu.Lock()
+		if stopped {
 			mu.Unlock()
-			t.Stop()
+			return
 		}
+		mu.Unlock()
+		n.walk(w)
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			interval = min(2*interval, 16*n.cfg.ProbeInterval)
+			t.Reset(interval)
+		}
+	})
+	return func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+		t.Stop()
 	}
 }
 

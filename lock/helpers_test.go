@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -64,4 +65,37 @@ func recv(t testing.TB, ch chan error, what string) error {
 		t.Fatalf("%s did not return in 10 s", what)
 		return nil
 	}
+}
+
+// dump describes key's row on n, for failure messages.
+func dump(n *Node, key string) string {
+	s := n.table.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.rows[key]
+	if r == nil {
+		return "free"
+	}
+	out := fmt.Sprintf("mode %v ticket %d holders", r.mode, r.ticket)
+	for _, o := range r.owners {
+		out += fmt.Sprintf(" %v(origin %q closed %v)", o.id, o.origin, o.closed)
+	}
+	if r.mgr != nil {
+		for _, w := range r.mgr.queue {
+			out += fmt.Sprintf(" | waiter %v %v t%d", w.o.id, w.mode, w.ticket)
+		}
+	}
+	return out
+}
+
+// waitFor polls cond for up to 10 s and reports whether it came true.
+func waitFor(cond func() bool) bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return true
 }

@@ -15,8 +15,9 @@ type Holder struct {
 	o    *owner
 	stop func() bool
 
-	mu  sync.Mutex // one request at a time; guards what follows
-	seq uint64     // the last request's number
+	mu     sync.Mutex // one request at a time; guards what follows
+	seq    uint64     // the last request's number
+	lastOK uint64     // the last request that succeeded
 	// remote holds, per other node, the keys this holder holds there.
 	remote map[string]*remoteHolds
 }
@@ -38,7 +39,11 @@ func (h *Holder) Lock(ctx context.Context, mode Mode, keys ...string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.seq++
-	return h.lockLocal(ctx, mode, keys, h.seq)
+	err := h.lockLocal(ctx, mode, keys, h.seq)
+	if err == nil {
+		h.lastOK = h.seq
+	}
+	return err
 }
 
 func (h *Holder) lockLocal(ctx context.Context, mode Mode, keys []string, seq uint64) error {

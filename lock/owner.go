@@ -27,9 +27,9 @@ type owner struct {
 	closed bool
 
 	// Remote proxies only: withdrawn requests and tombstones (see remote.go).
-	aborted uint64                        // requests with seq <= aborted are refused
-	maxSeq  uint64                        // the highest request seq that arrived
-	pending map[uint64]context.CancelFunc // queued requests by seq
+	aborted uint64                // requests with seq <= aborted are refused
+	maxSeq  uint64                // the highest request seq that arrived
+	pending map[uint64]pendingReq // requests in progress by seq
 }
 
 // heldKey is one key an owner holds: its mode, the request that took it
@@ -159,6 +159,29 @@ func (o *owner) release(t *table, key string, seq uint64) {
 	t.release(o, key)
 }
 
+// pendingReq is a request of a remote holder in progress on this node.
+type pendingReq struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// releaseFailed gives back the keys the requests after lastOK and before
+// seq took: the holder saw those requests fail.
+func (o *owner) releaseFailed(t *table, lastOK, seq uint64) {
+	var keys []string
+	o.mu.Lock()
+	for k, hk := range o.held {
+		if hk.grant > lastOK && hk.grant < seq {
+			keys = append(keys, k)
+			delete(o.held, k)
+		}
+	}
+	o.mu.Unlock()
+	for _, k := range keys {
+		t.release(o, k)
+	}
+}
+
 // releaseGrant gives back the keys request seq took (an aborted request).
 func (o *owner) releaseGrant(t *table, seq uint64) {
 	var keys []string
@@ -196,8 +219,8 @@ func (o *owner) drop(t *table) bool {
 		return false
 	}
 	o.closed = true
-	for _, cancel := range o.pending {
-		cancel()
+	for _, p := range o.pending {
+		p.cancel()
 	}
 	o.mu.Unlock()
 	close(o.done)

@@ -11,6 +11,8 @@ import (
 type remoteHolds struct {
 	keys map[string]struct{}
 	sent uint64 // the last request sent there
+	// released lists the keys released there since the last request.
+	released []string
 }
 
 // peer is another node this node talks to.
@@ -83,7 +85,11 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 		}
 	}
 	if len(remotes) == 0 {
-		return h.lockLocal(ctx, mode, keys, seq)
+		err := h.lockLocal(ctx, mode, keys, seq)
+		if err == nil {
+			h.lastOK = seq
+		}
+		return err
 	}
 	if h.n.cfg.Transport == nil {
 		return fmt.Errorf("%w: this node has no Transport to reach %v", ErrBadRequest, remotes)
@@ -94,7 +100,10 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 	if closed {
 		return ErrClosed
 	}
-	holds := h.holdsAnywhere()
+	// A request on several nodes may be granted on some while it waits on
+	// others: it can close a cycle without holding anything before, so it
+	// walks as soon as it queues.
+	holds := h.holdsAnywhere() || len(remotes) > 1 || local
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {
@@ -113,7 +122,9 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 		}
 		rh.sent = seq
 		h.n.notePeer(nd)
-		args := &AcquireArgs{Owner: h.o.id, Age: h.o.age, Origin: h.n.cfg.Addr, Seq: seq, Mode: mode, Keys: keys, Holds: holds}
+		// released is repeated until a request there succeeds: a failed
+		// one may have been refused before it applied it.
+		args := &AcquireArgs{Owner: h.o.id, Age: h.o.age, Origin: h.n.cfg.Addr, Seq: seq, LastOK: h.lastOK, Mode: mode, Keys: keys, Holds: holds, Released: rh.released}
 		go func(nd string) {
 			var rep AcquireReply
 			err := h.n.cfg.Transport.Call(rctx, nd, ServicePath, "Acquire", args, &rep)
@@ -162,7 +173,9 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 		for _, k := range keys {
 			rh.keys[k] = struct{}{}
 		}
+		rh.released = nil
 	}
+	h.lastOK = seq
 	return nil
 }
 
@@ -184,6 +197,9 @@ func (h *Holder) releaseRemote(keys []string) {
 			if len(rh.keys) == 0 {
 				continue
 			}
+			for k := range rh.keys {
+				rh.released = append(rh.released, k)
+			}
 			clear(rh.keys)
 			h.n.goSend(nd, "Release", &ReleaseArgs{Owner: h.o.id, Seq: h.seq, All: true})
 			continue
@@ -192,6 +208,7 @@ func (h *Holder) releaseRemote(keys []string) {
 			if _, ok := rh.keys[k]; ok {
 				mine = append(mine, k)
 				delete(rh.keys, k)
+				rh.released = append(rh.released, k)
 			}
 		}
 		if len(mine) > 0 {

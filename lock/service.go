@@ -21,7 +21,7 @@ func (n *Node) proxyFor(id OwnerID, age int64, origin string) (*owner, error) {
 	o := n.proxies[id]
 	if o == nil {
 		o = newOwner(id, age, origin)
-		o.pending = make(map[uint64]context.CancelFunc)
+		o.pending = make(map[uint64]pendingReq)
 		n.proxies[id] = o
 	}
 	return o, nil
@@ -66,9 +66,33 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 		r.set(ErrAborted)
 		return nil
 	}
+	// A holder makes one request at a time: the earlier ones are over for
+	// it, so any still here are withdrawn, and what failed ones took is
+	// given back, before this one starts.
+	var earlier []chan struct{}
+	for seq, p := range o.pending {
+		if seq < a.Seq {
+			p.cancel()
+			earlier = append(earlier, p.done)
+		}
+	}
+	if a.Seq-1 > o.aborted {
+		o.aborted = a.Seq - 1
+	}
+	// Registered under the same lock as the checks above, so that a later
+	// request always finds this one and waits for it.
 	rctx, cancel := context.WithCancel(ctx)
-	o.pending[a.Seq] = cancel
+	done := make(chan struct{})
+	defer close(done)
+	o.pending[a.Seq] = pendingReq{cancel: cancel, done: done}
 	o.mu.Unlock()
+	for _, d := range earlier {
+		<-d
+	}
+	o.releaseFailed(n.table, a.LastOK, a.Seq)
+	for _, k := range a.Released {
+		o.release(n.table, k, a.Seq-1)
+	}
 
 	err = o.take(rctx, n, a.Keys, a.Mode, a.Seq, a.Holds)
 
@@ -123,9 +147,9 @@ func (s *Service) Abort(ctx context.Context, a *AbortArgs, _ *Ack) error {
 	if a.Seq > o.aborted {
 		o.aborted = a.Seq
 	}
-	for seq, cancel := range o.pending {
+	for seq, p := range o.pending {
 		if seq <= a.Seq {
-			cancel()
+			p.cancel()
 		}
 	}
 	o.mu.Unlock()

@@ -12,9 +12,17 @@ type AcquireArgs struct {
 	Age    int64
 	Origin string // the holder's node address
 	Seq    uint64 // the holder's request number
+	// LastOK is the holder's last request that succeeded: every request
+	// between it and Seq failed, so what they took here is given back
+	// first, even if their Abort is still on its way.
+	LastOK uint64
 	Mode   Mode
 	Keys   []string
-	Holds  bool // the holder holds something somewhere: walk for deadlocks at once
+	// Released repeats the keys the holder released on this node since its
+	// last request there, so that a Release still on its way cannot make
+	// this request see a stale hold.
+	Released []string
+	Holds    bool // the holder holds something somewhere: walk for deadlocks at once
 }
 
 // AcquireReply is a node's verdict on an AcquireArgs.
