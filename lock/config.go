@@ -86,6 +86,10 @@ func New(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("rpcxbatch/lock: register the lock service: %w", err)
 		}
 	}
+	if cfg.Transport != nil {
+		n.wg.Add(1)
+		go n.watchPeers()
+	}
 	return n, nil
 }
 

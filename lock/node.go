@@ -27,6 +27,20 @@ type Node struct {
 	peers   map[string]*peer   // other nodes this node has talked to
 
 	memo walkMemo
+
+	lostHolders atomic.Int64 // proxies dropped because their node was lost
+}
+
+// Stats are a node's counters.
+type Stats struct {
+	// LostHolders counts the holders of other nodes whose locks this node
+	// dropped because their node was lost or restarted.
+	LostHolders int64
+}
+
+// Stats returns the node's counters.
+func (n *Node) Stats() Stats {
+	return Stats{LostHolders: n.lostHolders.Load()}
 }
 
 func newIncarnation() uint64 {

@@ -1,14 +1,17 @@
 package lock
 
 import (
+	"errors"
+	"net"
+	"sync"
 	"testing"
+	"time"
 
 	rlog "github.com/smallnest/rpcx/log"
 	"github.com/smallnest/rpcx/server"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
-	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
 )
 
 func init() { rlog.SetDummyLogger() }
@@ -17,32 +20,83 @@ func init() { rlog.SetDummyLogger() }
 // lock node on it that reaches the others over its own batchclient.
 func serveNode(t testing.TB) *Node {
 	t.Helper()
-	s := server.NewServer()
-	if _, err := batchserver.New(s); err != nil {
-		t.Fatal(err)
-	}
-	addr, stop, err := testsvc.Serve(s)
+	n, _ := serveNodeKill(t)
+	return n
+}
+
+// serveNodeKill is serveNode that also returns a kill: the node's server
+// and transport stop at once, without a word to the other nodes, as if
+// its process died.
+func serveNodeKill(t testing.TB) (*Node, func()) {
+	t.Helper()
+	return serveNodeAt(t, "127.0.0.1:0")
+}
+
+// serveNodeAt is serveNodeKill at a given address (a restart).
+func serveNodeAt(t testing.TB, at string) (*Node, func()) {
+	t.Helper()
+	n, kill, err := startNode(at)
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(kill)
+	return n, kill
+}
+
+// startNode starts a server with the batch plugin at addr and a lock node
+// on it; kill stops all three.
+func startNode(at string) (*Node, func(), error) {
+	s := server.NewServer()
+	if _, err := batchserver.New(s); err != nil {
+		return nil, nil, err
+	}
+	addr, stop, err := serveAt(s, at)
+	if err != nil {
+		return nil, nil, err
 	}
 	bc, err := batchclient.New()
 	if err != nil {
-		t.Fatal(err)
+		stop()
+		return nil, nil, err
 	}
 	n, err := New(Config{Server: s, Addr: addr, Transport: bc})
 	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		n.Close()
 		bc.Close()
 		stop()
-	})
-	return n
+		return nil, nil, err
+	}
+	var once sync.Once
+	kill := func() {
+		once.Do(func() {
+			stop()
+			bc.Close()
+			n.Close()
+		})
+	}
+	return n, kill, nil
 }
 
 // freeOn reports whether key is neither held nor waited for on n.
 func freeOn(n *Node, key string) bool {
 	_, h, q := n.table.snapshot(key)
 	return h == 0 && q == 0
+}
+
+// serveAt serves s on addr and returns the address it listens on.
+func serveAt(s *server.Server, addr string) (string, func(), error) {
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve("tcp", addr) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Address() == nil {
+		select {
+		case err := <-errc:
+			return "", nil, err
+		default:
+		}
+		if time.Now().After(deadline) {
+			return "", nil, errors.New("server did not start")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return s.Address().(*net.TCPAddr).String(), func() { s.Close() }, nil
 }

@@ -18,7 +18,8 @@ type owner struct {
 	id  OwnerID
 	age int64 // creation time in ns; a larger age is a younger holder
 	// origin is the address of the holder's node ("" for a local holder).
-	origin string
+	origin    string
+	originInc uint64
 
 	done chan struct{} // closed when the owner is dropped
 

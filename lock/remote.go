@@ -124,7 +124,7 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 		h.n.notePeer(nd)
 		// released is repeated until a request there succeeds: a failed
 		// one may have been refused before it applied it.
-		args := &AcquireArgs{Owner: h.o.id, Age: h.o.age, Origin: h.n.cfg.Addr, Seq: seq, LastOK: h.lastOK, Mode: mode, Keys: keys, Holds: holds, Released: rh.released}
+		args := &AcquireArgs{Owner: h.o.id, Age: h.o.age, Origin: h.n.cfg.Addr, OriginInc: h.n.inc, Seq: seq, LastOK: h.lastOK, Mode: mode, Keys: keys, Holds: holds, Released: rh.released}
 		go func(nd string) {
 			var rep AcquireReply
 			err := h.n.cfg.Transport.Call(rctx, nd, ServicePath, "Acquire", args, &rep)

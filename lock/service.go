@@ -12,7 +12,7 @@ type Service struct {
 }
 
 // proxyFor returns the proxy of a's holder, making it on first use.
-func (n *Node) proxyFor(id OwnerID, age int64, origin string) (*owner, error) {
+func (n *Node) proxyFor(id OwnerID, age int64, origin string, inc uint64) (*owner, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -21,6 +21,7 @@ func (n *Node) proxyFor(id OwnerID, age int64, origin string) (*owner, error) {
 	o := n.proxies[id]
 	if o == nil {
 		o = newOwner(id, age, origin)
+		o.originInc = inc
 		o.pending = make(map[uint64]pendingReq)
 		n.proxies[id] = o
 	}
@@ -50,7 +51,7 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 		r.set(err)
 		return nil
 	}
-	o, err := n.proxyFor(a.Owner, a.Age, a.Origin)
+	o, err := n.proxyFor(a.Owner, a.Age, a.Origin, a.OriginInc)
 	if err != nil {
 		r.set(err)
 		return nil
@@ -139,7 +140,7 @@ func (s *Service) Release(ctx context.Context, a *ReleaseArgs, _ *Ack) error {
 // Abort withdraws a holder's requests up to a.Seq (see AbortArgs).
 func (s *Service) Abort(ctx context.Context, a *AbortArgs, _ *Ack) error {
 	n := s.n
-	o, err := n.proxyFor(a.Owner, 0, "")
+	o, err := n.proxyFor(a.Owner, 0, "", 0)
 	if err != nil {
 		return nil
 	}
@@ -161,7 +162,7 @@ func (s *Service) Abort(ctx context.Context, a *AbortArgs, _ *Ack) error {
 // released and its late requests are refused.
 func (s *Service) Drop(ctx context.Context, a *DropArgs, _ *Ack) error {
 	n := s.n
-	o, err := n.proxyFor(a.Owner, 0, "")
+	o, err := n.proxyFor(a.Owner, 0, "", 0)
 	if err != nil {
 		return nil
 	}

@@ -11,7 +11,9 @@ type AcquireArgs struct {
 	Owner  OwnerID
 	Age    int64
 	Origin string // the holder's node address
-	Seq    uint64 // the holder's request number
+	// OriginInc is the incarnation of the holder's node.
+	OriginInc uint64
+	Seq       uint64 // the holder's request number
 	// LastOK is the holder's last request that succeeded: every request
 	// between it and Seq failed, so what they took here is given back
 	// first, even if their Abort is still on its way.
