@@ -7,7 +7,7 @@ import (
 )
 
 // Node loss: a node watches the nodes whose holders hold locks or wait
-// here, by a Ping every NodeTimeout/4. A node that has not answered for
+// here, by a Ping every NodeTimeout/8. A node that has not answered for
 // NodeTimeout, or that answers with a new incarnation (it restarted), is
 // lost: the locks its holders hold here are dropped and their queued
 // requests end. The transport's own heartbeat fails a frozen peer's lanes
@@ -37,7 +37,7 @@ type watch struct {
 // watchPeers runs until the node closes.
 func (n *Node) watchPeers() {
 	defer n.wg.Done()
-	tick := time.NewTicker(n.cfg.NodeTimeout / 4)
+	tick := time.NewTicker(n.cfg.NodeTimeout / 8)
 	defer tick.Stop()
 	watches := make(map[string]*watch)
 	for {
@@ -63,7 +63,7 @@ func (n *Node) watchPeers() {
 			wg.Add(1)
 			go func(addr string, w *watch) {
 				defer wg.Done()
-				ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NodeTimeout/2)
+				ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NodeTimeout/4)
 				var rep PingReply
 				err := n.cfg.Transport.Call(ctx, addr, ServicePath, "Ping", &PingArgs{From: n.cfg.Addr}, &rep)
 				cancel()

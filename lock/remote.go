@@ -240,7 +240,7 @@ func (n *Node) goSend(addr, method string, args any) {
 	n.mu.Unlock()
 	go func() {
 		defer n.wg.Done()
-		giveUp := time.Now().Add(n.cfg.NodeTimeout + time.Second)
+		giveUp := time.Now().Add(30 * time.Second)
 		backoff := 10 * time.Millisecond
 		for {
 			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NodeTimeout)

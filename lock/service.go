@@ -51,6 +51,12 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 		r.set(err)
 		return nil
 	}
+	if err := ctx.Err(); err != nil {
+		// Its caller gave up already (this node was frozen, say): a grant
+		// now would be held by nobody.
+		r.set(err)
+		return nil
+	}
 	o, err := n.proxyFor(a.Owner, a.Age, a.Origin, a.OriginInc)
 	if err != nil {
 		r.set(err)
@@ -102,6 +108,11 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 	aborted := a.Seq <= o.aborted
 	o.mu.Unlock()
 	cancel()
+	if err == nil && ctx.Err() != nil {
+		// Granted after its caller's deadline: nobody takes the grant.
+		o.releaseGrant(n.table, a.Seq)
+		err = ctx.Err()
+	}
 	if aborted {
 		// Withdrawn while it waited, or just after its grant.
 		o.releaseGrant(n.table, a.Seq)
