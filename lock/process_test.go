@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +21,10 @@ import (
 //
 //	hold <shared|exclusive> <key> <node,node,...>   a new holder locks key
 //	free <key>                                      FREE or HELD here
+//	start <name> <mode> <key> <node,...>            holder <name> (made on
+//	                                                first use) locks key in
+//	                                                the background; answers
+//	                                                DONE <name> OK|ERR <error>
 //
 // and answers each with one line.
 
@@ -41,6 +46,13 @@ func runLockChild() int {
 	defer kill()
 	fmt.Printf("ADDR %s\n", n.Addr())
 	var holders []*Holder
+	named := map[string]*Holder{}
+	var outMu sync.Mutex
+	say := func(format string, args ...any) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		fmt.Printf(format+"\n", args...)
+	}
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -58,18 +70,40 @@ func runLockChild() int {
 				cancel()
 			}
 			if err != nil {
-				fmt.Printf("ERR %v\n", err)
+				say("ERR %v", err)
 			} else {
-				fmt.Println("OK")
+				say("OK")
 			}
+		case len(f) == 5 && f[0] == "start":
+			h := named[f[1]]
+			if h == nil {
+				h, _ = n.NewHolder(context.Background())
+				named[f[1]] = h
+			}
+			mode := Shared
+			if f[2] == "exclusive" {
+				mode = Exclusive
+			}
+			go func(name string) {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				err := h.LockOn(ctx, strings.Split(f[4], ","), mode, f[3])
+				cancel()
+				if err != nil {
+					h.ReleaseAll()
+					say("DONE %s ERR %v", name, err)
+				} else {
+					say("DONE %s OK", name)
+				}
+			}(f[1])
+			continue
 		case len(f) == 2 && f[0] == "free":
 			if freeOn(n, f[1]) {
-				fmt.Println("FREE")
+				say("FREE")
 			} else {
-				fmt.Println("HELD")
+				say("HELD")
 			}
 		default:
-			fmt.Println("ERR bad command")
+			say("ERR bad command")
 		}
 	}
 	return 0
@@ -229,5 +263,49 @@ func TestProcessSIGSTOPAllOrNothing(t *testing.T) {
 	}
 	if !freeOn(b, "k") {
 		t.Fatal("k held here")
+	}
+}
+
+// A deadlock cycle across two node processes: exactly one of the two
+// requests fails with ErrDeadlock; the other is granted.
+func TestProcessTwoNodeDeadlockExactlyOne(t *testing.T) {
+	b := serveNode(t)
+	c := startLockChild(t)
+	both := b.Addr() + "," + c.addr
+	ctx := context.Background()
+	h := newHolder(t, b) // the older holder
+	if err := h.LockOn(ctx, []string{b.Addr(), c.addr}, Exclusive, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.do(t, "start c1 exclusive q "+both); got != "DONE c1 OK" {
+		t.Fatalf("child lock: %s", got)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		err := h.LockOn(ctx, []string{b.Addr(), c.addr}, Exclusive, "q")
+		if err != nil {
+			h.ReleaseAll()
+		}
+		errc <- err
+	}()
+	if _, err := fmt.Fprintln(c.in, "start c1 exclusive p "+both); err != nil {
+		t.Fatal(err)
+	}
+	child := c.read(t)
+	mine := recv(t, errc, "this process's request")
+	deadlocks := 0
+	if errors.Is(mine, ErrDeadlock) {
+		deadlocks++
+	} else if mine != nil {
+		t.Fatalf("this process's request: %v", mine)
+	}
+	switch {
+	case strings.HasPrefix(child, "DONE c1 ERR") && strings.Contains(child, ErrDeadlock.Error()):
+		deadlocks++
+	case child != "DONE c1 OK":
+		t.Fatalf("child's request: %s", child)
+	}
+	if deadlocks != 1 {
+		t.Fatalf("%d ErrDeadlock (this process: %v; child: %s), want exactly 1", deadlocks, mine, child)
 	}
 }
