@@ -193,3 +193,29 @@ func TestTwoNodeDeadlockExactlyOne(t *testing.T) {
 		})
 	}
 }
+
+// A holder closed while its request on two nodes waits: the request ends
+// with ErrClosed and nothing is left anywhere.
+func TestHolderClosedWhileRemoteRequestWaits(t *testing.T) {
+	a, b := serveNode(t), serveNode(t)
+	ctx := context.Background()
+	blocker := newHolder(t, b)
+	if err := blocker.Lock(ctx, Exclusive, "k"); err != nil {
+		t.Fatal(err)
+	}
+	h, err := a.NewHolder(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- h.LockOn(ctx, []string{a.Addr(), b.Addr()}, Exclusive, "k") }()
+	eventually(t, "queued on b", func() bool { _, _, q := b.table.snapshot("k"); return q == 1 })
+	h.Close()
+	if err := recv(t, errc, "request of a closed holder"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("request of a closed holder: %v, want ErrClosed", err)
+	}
+	eventually(t, "queue on b empty", func() bool { _, hs, q := b.table.snapshot("k"); return hs == 1 && q == 0 })
+	if !freeOn(a, "k") {
+		t.Fatal("k held on a")
+	}
+}

@@ -146,8 +146,21 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 	if local {
 		want++
 	}
+	dead := h.o.done
 	for i := 0; i < want; i++ {
-		r := <-results
+		var r result
+		select {
+		case r = <-results:
+		case <-dead:
+			// The holder was closed while the request waited: withdraw.
+			dead = nil
+			cancel()
+			if first == nil {
+				first = ErrClosed
+			}
+			i--
+			continue
+		}
 		if r.err != nil && first == nil {
 			first = r.err
 			if errors.Is(first, context.Canceled) || errors.Is(first, context.DeadlineExceeded) {
