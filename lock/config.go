@@ -21,8 +21,8 @@ const (
 )
 
 // Transport is how a node reaches the other nodes. *batchclient.Client
-// implements it; so does PlainTransport, which goes over plain rpcx (for
-// comparison).
+// implements it; any other implementation (plain rpcx clients, for a
+// side-by-side comparison) works the same way.
 type Transport interface {
 	Call(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any) error
 	Cast(ctx context.Context, addr, servicePath, serviceMethod string, args any) error
