@@ -8,6 +8,7 @@ import (
 	"time"
 
 	rlog "github.com/smallnest/rpcx/log"
+	"github.com/smallnest/rpcx/client"
 	"github.com/smallnest/rpcx/server"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
@@ -46,6 +47,12 @@ func serveNodeAt(t testing.TB, at string) (*Node, func()) {
 // startNode starts a server with the batch plugin at addr and a lock node
 // on it; kill stops all three.
 func startNode(at string) (*Node, func(), error) {
+	return startNodeOver(at, false)
+}
+
+// startNodeOver is startNode whose node reaches the others over plain rpcx
+// when plain is set.
+func startNodeOver(at string, plain bool) (*Node, func(), error) {
 	s := server.NewServer()
 	if _, err := batchserver.New(s); err != nil {
 		return nil, nil, err
@@ -54,8 +61,13 @@ func startNode(at string) (*Node, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	bc, err := batchclient.New()
-	if err != nil {
+	var bc interface {
+		Transport
+		Close() error
+	}
+	if plain {
+		bc = NewPlainTransport(client.DefaultOption)
+	} else if bc, err = batchclient.New(); err != nil {
 		stop()
 		return nil, nil, err
 	}
@@ -68,9 +80,11 @@ func startNode(at string) (*Node, func(), error) {
 	var once sync.Once
 	kill := func() {
 		once.Do(func() {
+			// The node first: its goroutines are done with the transport
+			// before the transport closes.
+			n.Close()
 			stop()
 			bc.Close()
-			n.Close()
 		})
 	}
 	return n, kill, nil
@@ -99,4 +113,19 @@ func serveAt(s *server.Server, addr string) (string, func(), error) {
 		time.Sleep(time.Millisecond)
 	}
 	return s.Address().(*net.TCPAddr).String(), func() { s.Close() }, nil
+}
+
+// servePair starts two nodes, over plain rpcx when plain is set.
+func servePair(t testing.TB, plain bool) (*Node, *Node) {
+	t.Helper()
+	var out [2]*Node
+	for i := range out {
+		n, kill, err := startNodeOver("127.0.0.1:0", plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(kill)
+		out[i] = n
+	}
+	return out[0], out[1]
 }
