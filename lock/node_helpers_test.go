@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	rlog "github.com/smallnest/rpcx/log"
 	"github.com/smallnest/rpcx/client"
+	rlog "github.com/smallnest/rpcx/log"
 	"github.com/smallnest/rpcx/server"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
