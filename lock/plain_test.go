@@ -144,3 +144,61 @@ func BenchmarkDesign1(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDesign3 is elock's design 3 in one process: a transaction takes
+// ten keys of a large pool, one request per key in random order,
+// exclusively on both nodes, then releases them all; a transaction that
+// meets ErrDeadlock releases everything and starts over. One op is one
+// transaction; locks/s counts its ten keys.
+func BenchmarkDesign3(b *testing.B) {
+	for _, plain := range []bool{false, true} {
+		name := "batch"
+		if plain {
+			name = "plain"
+		}
+		b.Run(name, func(b *testing.B) {
+			na, nb := servePair(b, plain)
+			nodes := []string{na.Addr(), nb.Addr()}
+			var ids, restarts atomic.Int64
+			b.SetParallelism(100)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				id := ids.Add(1)
+				h, err := []*Node{na, nb}[id%2].NewHolder(context.Background())
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				defer h.Close()
+				r := rand.New(rand.NewPCG(uint64(id), 9))
+				for pb.Next() {
+					var keys [10]string
+					for i := range keys {
+						keys[i] = fmt.Sprint("obj", r.IntN(5_000_000))
+					}
+				txn:
+					for {
+						for _, k := range keys {
+							ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+							err := h.LockOn(ctx, nodes, Exclusive, k)
+							cancel()
+							if errors.Is(err, ErrDeadlock) {
+								restarts.Add(1)
+								h.ReleaseAll()
+								continue txn
+							}
+							if err != nil {
+								b.Error(err)
+								return
+							}
+						}
+						break
+					}
+					h.ReleaseAll()
+				}
+			})
+			b.ReportMetric(float64(b.N)*10/b.Elapsed().Seconds(), "locks/s")
+			b.ReportMetric(float64(restarts.Load())/float64(b.N), "restarts/txn")
+		})
+	}
+}
