@@ -86,8 +86,8 @@ func (m *walkMemo) first(k walkKey) bool {
 // watchWait is called when request w queues: it walks at once when the
 // holder holds something, and again while the request waits, until the
 // returned stop is called.
-func (n *Node) watchWait(w *waiter, holds bool) func() {
-	if holds || w.o.holdsAny() {
+func (n *Node) watchWait(w *waiter, seq uint64, holds bool) func() {
+	if holds || w.o.holdsAny() || w.o.heldSeq.Load() >= seq {
 		n.walk(w)
 	}
 	var mu sync.Mutex
@@ -103,7 +103,10 @@ func (n *Node) watchWait(w *waiter, holds bool) func() {
 			return
 		}
 		mu.Unlock()
-		n.walk(w)
+		// Only a wait whose holder holds something can be on a cycle.
+		if holds || w.o.holdsAny() || w.o.heldSeq.Load() >= seq {
+			n.walk(w)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if !stopped {
@@ -217,4 +220,40 @@ func (s *Service) Verdict(ctx context.Context, a *VerdictArgs, _ *Ack) error {
 		s.n.failWaiter(a.Owner, a.Key, a.Ticket, a.Code)
 	}
 	return nil
+}
+
+// HoldingArgs tells a node that a holder's request, still waiting there,
+// was granted on another node.
+type HoldingArgs struct {
+	Owner OwnerID
+	Seq   uint64
+}
+
+// Holding marks a remote holder's waiting request as holding elsewhere and
+// walks from its waits at once.
+func (s *Service) Holding(ctx context.Context, a *HoldingArgs, _ *Ack) error {
+	n := s.n
+	// It may overtake the holder's request it is about: make the proxy,
+	// so that the request finds the mark when it arrives.
+	if o, err := n.proxyFor(a.Owner, 0, "", 0); err == nil {
+		n.holdingElsewhere(o, a.Seq)
+	}
+	return nil
+}
+
+// holdingElsewhere marks o as holding on another node and walks from its
+// waits here.
+func (n *Node) holdingElsewhere(o *owner, seq uint64) {
+	for {
+		cur := o.heldSeq.Load()
+		if cur >= seq {
+			return
+		}
+		if o.heldSeq.CompareAndSwap(cur, seq) {
+			break
+		}
+	}
+	for _, w := range n.table.waitsOf(o.id) {
+		n.walk(w)
+	}
 }

@@ -100,10 +100,7 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 	if closed {
 		return ErrClosed
 	}
-	// A request on several nodes may be granted on some while it waits on
-	// others: it can close a cycle without holding anything before, so it
-	// walks as soon as it queues.
-	holds := h.holdsAnywhere() || len(remotes) > 1 || local
+	holds := h.holdsAnywhere()
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {
@@ -147,10 +144,32 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 		want++
 	}
 	dead := h.o.done
+	// A request on several nodes that is granted on some while it waits on
+	// others can close a cycle without holding anything before: at the
+	// first grant, the nodes still waiting are told, and walk.
+	pending := make(map[string]bool, want)
+	for _, nd := range remotes {
+		pending[nd] = true
+	}
+	if local {
+		pending[h.n.cfg.Addr] = true
+	}
+	told := holds
 	for i := 0; i < want; i++ {
 		var r result
 		select {
 		case r = <-results:
+			delete(pending, r.node)
+			if r.err == nil && !told && len(pending) > 0 {
+				told = true
+				for nd := range pending {
+					if nd == h.n.cfg.Addr {
+						h.n.holdingElsewhere(h.o, seq)
+					} else {
+						_ = h.n.cfg.Transport.Cast(rctx, nd, ServicePath, "Holding", &HoldingArgs{Owner: h.o.id, Seq: seq})
+					}
+				}
+			}
 		case <-dead:
 			// The holder was closed while the request waited: withdraw.
 			dead = nil

@@ -24,6 +24,12 @@ func (n *Node) proxyFor(id OwnerID, age int64, origin string, inc uint64) (*owne
 		o.originInc = inc
 		o.pending = make(map[uint64]pendingReq)
 		n.proxies[id] = o
+	} else if o.origin == "" && origin != "" {
+		// Made by a message that does not name the holder's node (an
+		// Abort or Holding that overtook the holder's first request).
+		o.mu.Lock()
+		o.origin, o.originInc, o.age = origin, inc, age
+		o.mu.Unlock()
 	}
 	return o, nil
 }

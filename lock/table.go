@@ -284,8 +284,8 @@ func (t *table) upgrade(o *owner, key string) error {
 	return nil
 }
 
-// blockersOf returns the holders of key and the owners of the waiters queued
-// ahead of ticket: everyone a request with that ticket waits for.
+// blockersOf returns the holders of key and the owner of the request queued
+// just ahead of ticket: whom a request with that ticket waits for.
 func (t *table) blockersOf(key string, ticket uint64) []*owner {
 	s := t.shard(key)
 	s.mu.Lock()
@@ -296,11 +296,17 @@ func (t *table) blockersOf(key string, ticket uint64) []*owner {
 	}
 	out := append([]*owner(nil), r.owners...)
 	if r.mgr != nil {
+		// Only the request just ahead: it waits for the one ahead of it in
+		// turn, so the walk follows the queue as a chain, not as a fan.
+		var ahead *owner
 		for _, w := range r.mgr.queue {
 			if w.ticket >= ticket {
 				break
 			}
-			out = append(out, w.o)
+			ahead = w.o
+		}
+		if ahead != nil {
+			out = append(out, ahead)
 		}
 	}
 	return out
