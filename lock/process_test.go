@@ -229,6 +229,17 @@ func TestProcessSIGSTOPAllOrNothing(t *testing.T) {
 	}
 	h.ReleaseAll()
 	c.signal(t, syscall.SIGSTOP)
+	// The signal is delivered asynchronously: wait until the kernel shows
+	// the child stopped, so that it cannot answer the request below.
+	stat := fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid)
+	eventually(t, "child stopped", func() bool {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return false
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		return i > 0 && i+2 < len(b) && b[i+2] == 'T'
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	start := time.Now()
