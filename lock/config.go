@@ -44,11 +44,10 @@ type Config struct {
 	// before the request it started from fails with ErrProbeLimit.
 	// Default DefaultProbeLimit.
 	ProbeLimit int
-	// ProbeInterval is how long a queued request waits before its deadlock
-	// walk is repeated (doubling, up to 16 times the interval): a wait that
-	// became part of a cycle after its first walk, for example by a
-	// partial grant of a multi-node request, is found this way. Default
-	// DefaultProbeInterval.
+	// ProbeInterval is how long a queued request whose holder holds
+	// something waits before its deadlock walk is repeated (doubling, up
+	// to 16 times the interval): a wait that became part of a cycle after
+	// its first walk is found this way. Default DefaultProbeInterval.
 	ProbeInterval time.Duration
 	// NodeTimeout is how long another node may stay unreachable before
 	// this node drops the locks its holders hold here; set it to the

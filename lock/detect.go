@@ -9,15 +9,18 @@ import (
 // Deadlock detection, elock's way: only a request that must wait pays for
 // it. When a request queues while its holder holds something, a walk
 // starts from it: it follows wait-for edges (a queued request waits for
-// the holders of its key and for the requests queued ahead of it) on this
-// node, and hops to the other nodes with one cast per node and step. A walk
-// that comes back to the request it started from has found a cycle, and
-// the youngest holder on the cycle loses: its queued request fails with
-// ErrDeadlock; it keeps what it held before. A branch of a walk that
-// visits more than ProbeLimit locks fails the starting request with
-// ErrProbeLimit. A request that keeps waiting walks again after
-// ProbeInterval, doubling up to 16 times it, which also finds cycles that
-// formed after its first walk (a partial grant of a multi-node request).
+// the holders of its key and for the request just ahead of it, so a queue
+// is walked as a chain) on this node, and hops to the other nodes with one
+// cast per node and step. A multi-node request granted on some nodes while
+// it waits on others holds something from then on: its holder tells the
+// waiting nodes (Holding), which walk from it. A walk that comes back to
+// the request it started from has found a cycle, and the youngest holder
+// on the cycle loses: its queued request fails with ErrDeadlock; it keeps
+// what it held before. A branch of a walk that visits more than ProbeLimit
+// locks fails the starting request with ErrProbeLimit. A request that
+// keeps waiting while its holder holds something walks again after
+// ProbeInterval, doubling up to 16 times it, which finds cycles that
+// formed after its first walk.
 
 // Hop is one queued request on a walk's path.
 type Hop struct {
