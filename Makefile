@@ -51,6 +51,10 @@ example:
 group-example:
 	$(GO) run ./example/group
 
+# Two lock nodes on loopback: a contended counter, a deadlock, a dead holder.
+locks-example:
+	$(GO) run ./example/locks
+
 # Three servers and a client through a throwaway etcd on loopback.
 cluster-example:
 	@command -v etcd >/dev/null 2>&1 || { echo "cluster-example needs the etcd binary on PATH: $(ETCD_HINT)"; exit 1; }
