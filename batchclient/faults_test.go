@@ -247,7 +247,8 @@ func TestFaultFreezeDetectedByHeartbeat(t *testing.T) {
 	bAtDetect := bOK.Load()
 
 	// While A stays frozen the client's reconnect attempts hang in the
-	// handshake until DialTimeout: calls to A wait for an attempt at most,
+	// handshake until HeartbeatTimeout of silence (the lanes' frozen-peer
+	// judgement, see Options.HandshakeTimeout), below DialTimeout: calls to A wait for an attempt at most,
 	// then fail with ErrPeerDown, never for their whole context. A is
 	// thawed only after an attempt has timed out.
 	var downCalls int

@@ -30,6 +30,7 @@ const (
 	DefaultHeartbeatInterval = 500 * time.Millisecond
 	DefaultHeartbeatTimeout  = 2 * time.Second
 	DefaultDialTimeout       = 3 * time.Second
+	DefaultHandshakeTimeout  = 30 * time.Second
 	DefaultReconnectMin      = 50 * time.Millisecond
 	DefaultReconnectMax      = 5 * time.Second
 	DefaultForgetDown        = time.Minute
@@ -62,8 +63,15 @@ type Options struct {
 	// bounds each write. Defaults 500 ms and 2 s.
 	HeartbeatInterval time.Duration
 	HeartbeatTimeout  time.Duration
-	// DialTimeout bounds connecting and the handshake. Default 3 s.
+	// DialTimeout bounds connecting: the TCP dial and the TLS handshake,
+	// as rpcx's Option.ConnectTimeout. Default 3 s.
 	DialTimeout time.Duration
+	// HandshakeTimeout bounds a lane's handshake, which the server runs as
+	// an rpcx request (on its pool, with server.WithPool, behind the
+	// handlers running there). Within it, a server silent for
+	// HeartbeatTimeout is given up as frozen; one whose pool is busy sends
+	// heartbeats meanwhile. Default 30 s.
+	HandshakeTimeout time.Duration
 	// ReconnectMin and ReconnectMax bound the exponential backoff between
 	// attempts to reach a peer that is down. Defaults 50 ms and 5 s.
 	ReconnectMin time.Duration
@@ -130,8 +138,13 @@ func WithHeartbeat(interval, timeout time.Duration) Option {
 	return func(o *Options) { o.HeartbeatInterval, o.HeartbeatTimeout = interval, timeout }
 }
 
-// WithDialTimeout bounds connecting and the handshake.
+// WithDialTimeout bounds connecting (TCP dial and TLS handshake).
 func WithDialTimeout(d time.Duration) Option { return func(o *Options) { o.DialTimeout = d } }
+
+// WithHandshakeTimeout bounds a lane's handshake with the batch plugin.
+func WithHandshakeTimeout(d time.Duration) Option {
+	return func(o *Options) { o.HandshakeTimeout = d }
+}
 
 // WithReconnect bounds the reconnect backoff.
 func WithReconnect(min, max time.Duration) Option {
@@ -185,13 +198,14 @@ func buildOptions(opts []Option) (Options, error) {
 	defd(&o.HeartbeatInterval, DefaultHeartbeatInterval)
 	defd(&o.HeartbeatTimeout, DefaultHeartbeatTimeout)
 	defd(&o.DialTimeout, DefaultDialTimeout)
+	defd(&o.HandshakeTimeout, DefaultHandshakeTimeout)
 	defd(&o.ReconnectMin, DefaultReconnectMin)
 	defd(&o.ReconnectMax, DefaultReconnectMax)
 	defd(&o.ForgetDown, DefaultForgetDown)
 	defd(&o.ReprobePlain, DefaultReprobePlain)
 	if o.Lanes < 0 || o.BatchCap < 0 || o.MaxFrameBytes < 0 || o.QueueEntries < 0 || o.QueueBytes < 0 ||
 		o.HeartbeatInterval < time.Millisecond || o.HeartbeatTimeout <= o.HeartbeatInterval ||
-		o.ReconnectMin <= 0 || o.ReconnectMax < o.ReconnectMin || o.DialTimeout <= 0 || o.ForgetDown <= 0 || o.ReprobePlain <= 0 {
+		o.ReconnectMin <= 0 || o.ReconnectMax < o.ReconnectMin || o.DialTimeout <= 0 || o.HandshakeTimeout <= 0 || o.ForgetDown <= 0 || o.ReprobePlain <= 0 {
 		return o, fmt.Errorf("rpcxbatch: invalid client options: sizes must not be negative, durations must be positive (HeartbeatInterval at least 1 ms), HeartbeatTimeout must exceed HeartbeatInterval, ReconnectMax must be at least ReconnectMin")
 	}
 	if o.Overflow != OverflowBlock && o.Overflow != OverflowFailFast {

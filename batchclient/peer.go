@@ -308,7 +308,10 @@ func (p *peer) connect() ([]*lane, error) {
 // dial opens one connection and performs the handshake on it.
 func (p *peer) dial() (net.Conn, codec.Handshake, error) {
 	var hs codec.Handshake
-	ctx, cancel := context.WithTimeout(context.Background(), p.c.opts.DialTimeout)
+	// ctx ends when the peer stops. DialTimeout bounds only the dial and
+	// TLS (dialCtx), as rpcx's ConnectTimeout: the handshake has bounds of
+	// its own (handshake.go).
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
 		select {
@@ -317,8 +320,10 @@ func (p *peer) dial() (net.Conn, codec.Handshake, error) {
 		case <-ctx.Done():
 		}
 	}()
+	dialCtx, cancelDial := context.WithTimeout(ctx, p.c.opts.DialTimeout)
+	defer cancelDial()
 	d := net.Dialer{KeepAlive: p.c.opts.TCPKeepAlivePeriod}
-	conn, err := d.DialContext(ctx, p.network, p.addr)
+	conn, err := d.DialContext(dialCtx, p.network, p.addr)
 	if err != nil {
 		return nil, hs, err
 	}
@@ -330,17 +335,15 @@ func (p *peer) dial() (net.Conn, codec.Handshake, error) {
 			cfg.ServerName, _, _ = net.SplitHostPort(p.addr)
 		}
 		tc := tls.Client(conn, cfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
+		if err := tc.HandshakeContext(dialCtx); err != nil {
 			conn.Close()
 			return nil, hs, err
 		}
 		conn = tc
 	}
-	deadline, _ := ctx.Deadline()
-	conn.SetDeadline(deadline)
-	// Stop cancels ctx: the handshake's reads and writes end at once.
+	// Stop ends ctx: the handshake's reads and writes end at once.
 	interrupt := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	hs, err = handshake(conn, p.c.authToken(), p.c.opts.MaxFrameBytes, p.c.opts.CompressType)
+	hs, err = handshake(p.c.opts.startHandshake(ctx, conn), p.c.authToken(), p.c.opts.MaxFrameBytes, p.c.opts.CompressType)
 	if !interrupt() && err == nil {
 		err = ctx.Err()
 	}

@@ -36,8 +36,10 @@ func WithTCPKeepAlive(d time.Duration) Option {
 // set. NewXClient applies it to its option argument.
 //
 //   - SerializeType, TLSConfig and CompressType apply to lanes as to rpcx.
-//   - ConnectTimeout, when not zero, bounds each lane's dial and
-//     handshake (DialTimeout).
+//   - ConnectTimeout, when not zero, bounds each lane's dial and TLS
+//     handshake (DialTimeout), as in rpcx. The lane handshake with the
+//     batch plugin is an rpcx request, which waits for a worker of a
+//     server pool as rpcx's calls do: HandshakeTimeout bounds it.
 //   - TCPKeepAlivePeriod, when not zero, is the lanes' keep-alive period.
 //   - Heartbeat with a HeartbeatInterval above zero tunes the lanes' own
 //     heartbeat: a lane quiet for HeartbeatInterval sends one, and a peer

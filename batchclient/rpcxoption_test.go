@@ -72,21 +72,59 @@ func handshakeThenSilent(c net.Conn) {
 	}
 }
 
-// Option.ConnectTimeout bounds the lanes' dial and handshake: a server
-// that accepts and never answers fails the call with ErrPeerDown once it
-// is over, long before the default of 3 s.
-func TestConnectTimeoutBoundsHandshake(t *testing.T) {
+// Option.ConnectTimeout bounds the lanes' dial (DialTimeout), as rpcx's
+// dial, and not the handshake, which rpcx's server may queue behind busy
+// workers (TestBusyPoolNewClientConnectsLikeRPCX). A server that accepts
+// and never answers the handshake is still given up, as frozen, after
+// HeartbeatTimeout of silence (here 300 ms), long before the 30 s
+// HandshakeTimeout: the call fails with ErrPeerDown.
+func TestConnectTimeoutBoundsDialNotHandshake(t *testing.T) {
 	addr := rawServer(t, silent)
 	opt := client.DefaultOption
 	opt.ConnectTimeout = 200 * time.Millisecond
-	c := newClient(t, batchclient.FromRPCX(opt))
+	c := newClient(t, batchclient.FromRPCX(opt), batchclient.WithHeartbeat(100*time.Millisecond, 300*time.Millisecond))
 	assert.Equal(t, 200*time.Millisecond, c.Options().DialTimeout)
+	assert.Equal(t, batchclient.DefaultHandshakeTimeout, c.Options().HandshakeTimeout)
 	start := time.Now()
 	err := c.Call(ctxT(t, 20*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: 1, B: 1}, new(testsvc.Reply))
 	took := time.Since(start)
 	require.ErrorIs(t, err, batchclient.ErrPeerDown)
 	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "the handshake timed out")
-	assert.Less(t, took, batchclient.DefaultDialTimeout, "the handshake gave up at ConnectTimeout")
+	assert.GreaterOrEqual(t, took, 300*time.Millisecond, "the handshake waited HeartbeatTimeout, not ConnectTimeout")
+	assert.Less(t, took, batchclient.DefaultDialTimeout, "the handshake gave up at HeartbeatTimeout")
+}
+
+// pingForever reads a lane's handshake and never answers it, but sends an
+// rpcx heartbeat every 50 ms: a server whose pool never frees a worker.
+func pingForever(c net.Conn) {
+	go silent(c)
+	var h protocol.Header
+	h[0] = protocol.MagicNumber()
+	h.SetMessageType(protocol.Request)
+	h.SetOneway(true)
+	h.SetHeartbeat(true)
+	ping := codec.AppendMessage(nil, &h, "", "", nil, nil)
+	for {
+		time.Sleep(50 * time.Millisecond)
+		if _, err := c.Write(ping); err != nil {
+			return
+		}
+	}
+}
+
+// Heartbeats keep a handshake waiting, but HandshakeTimeout bounds it:
+// a server that shows signs of life and never answers is given up.
+func TestHandshakeTimeoutBoundsAHeardHandshake(t *testing.T) {
+	addr := rawServer(t, pingForever)
+	c := newClient(t, batchclient.WithHeartbeat(100*time.Millisecond, 300*time.Millisecond),
+		batchclient.WithHandshakeTimeout(time.Second))
+	start := time.Now()
+	err := c.Call(ctxT(t, 20*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: 1, B: 1}, new(testsvc.Reply))
+	took := time.Since(start)
+	require.ErrorIs(t, err, batchclient.ErrPeerDown)
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "the handshake timed out")
+	assert.GreaterOrEqual(t, took, time.Second, "heartbeats kept the handshake waiting past HeartbeatTimeout")
+	assert.Less(t, took, 10*time.Second, "the handshake gave up at HandshakeTimeout")
 }
 
 // Option.Heartbeat, HeartbeatInterval and MaxWaitForHeartbeat tune the

@@ -1,6 +1,7 @@
 package batchserver
 
 import (
+	"net"
 	"sync"
 	"time"
 
@@ -94,6 +95,19 @@ func (p *Plugin) allConns(dst []*conn) []*conn {
 // pool; the handshake of every lane calls it.
 func (p *Plugin) keepLanesHeard() {
 	if p.opts.Pool != nil {
+		p.pinger.start()
+	}
+}
+
+// handshakeRead keeps a lane whose handshake rpcx has just read, in its
+// read loop, heard while the handshake waits for a worker of the user
+// pool: the handshake is an rpcx request, queued behind the handlers
+// running there, and a lane gives up a server it hears nothing from (see
+// the client's Options.HandshakeTimeout). The connection's batch state is
+// made here rather than in the handshake handler so the pinger sees it.
+func (p *Plugin) handshakeRead(c net.Conn) {
+	if p.opts.Pool != nil {
+		p.conn(c)
 		p.pinger.start()
 	}
 }

@@ -28,6 +28,10 @@ type hookContainer struct {
 	// rpcx reads their handshake (in its read loop, before it reads the
 	// next message), forgotten when rpcx closes them.
 	lanes sync.Map // net.Conn -> struct{}
+
+	// handshakeRead, when set, is told of each lane handshake rpcx reads,
+	// in its read loop, before the handshake waits for a worker.
+	handshakeRead func(net.Conn)
 }
 
 // wrapPlugins puts a hookContainer around s.Plugins, once.
@@ -82,6 +86,9 @@ func (h *hookContainer) DoPostReadRequest(ctx context.Context, r *protocol.Messa
 		if r.ServiceMethod == codec.MethodHandshake {
 			if c, _ := ctx.Value(server.RemoteConnContextKey).(net.Conn); c != nil {
 				h.lanes.Store(c, struct{}{})
+				if h.handshakeRead != nil {
+					h.handshakeRead(c)
+				}
 			}
 		}
 		return nil

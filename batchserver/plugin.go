@@ -121,6 +121,7 @@ func New(s *server.Server, opts ...Option) (*Plugin, error) {
 	// Request hooks must see calls, not frames: from here on s.Plugins
 	// skips lane messages and the plugin runs those hooks per entry.
 	p.hooks = wrapPlugins(s)
+	p.hooks.handshakeRead = p.handshakeRead
 	s.Plugins.Add(p)
 	return p, nil
 }
@@ -215,7 +216,8 @@ func (p *Plugin) Close() error {
 }
 
 // conn returns the batch state of c, creating it when absent. Only the
-// handshake creates it, for the connection rpcx finally serves (plugins
+// handshake creates it (when rpcx reads it, with a user pool, see
+// handshakeRead; otherwise in its handler), for the connection rpcx finally serves (plugins
 // added after this one may wrap or refuse what was accepted), and
 // HandleConnClose removes it.
 func (p *Plugin) conn(c net.Conn) *conn {

@@ -1,0 +1,61 @@
+package batchclient
+
+import (
+	"context"
+	"net"
+	"time"
+)
+
+// handshakeConn bounds a lane's handshake on conn, which rpcx's server
+// runs as an ordinary request: with server.WithPool it waits for a free
+// worker like every other request, and a plain rpcx client's call would
+// wait too. So the handshake is not bounded by DialTimeout (rpcx's
+// ConnectTimeout bounds only the dial and TLS), but by the server's signs
+// of life: it gives up after HeartbeatTimeout with nothing read (a frozen
+// server, as lanes judge one), and every byte read (the answer, or the
+// heartbeats the batch plugin sends a lane waiting for a worker) extends
+// that; HandshakeTimeout bounds it whole.
+type handshakeConn struct {
+	net.Conn
+	ctx     context.Context
+	silence time.Duration
+	hard    time.Time
+}
+
+// startHandshake sets conn's deadlines for a handshake about to start and
+// returns the conn to run it on; ctx ends when the handshake is abandoned
+// (the peer stops). The caller clears the deadlines after.
+func (o *Options) startHandshake(ctx context.Context, conn net.Conn) net.Conn {
+	now := time.Now()
+	hc := &handshakeConn{Conn: conn, ctx: ctx, silence: o.HeartbeatTimeout, hard: now.Add(o.HandshakeTimeout)}
+	conn.SetWriteDeadline(hc.hard)
+	conn.SetReadDeadline(hc.next(now))
+	if ctx.Err() != nil {
+		// Abandoned already: keep an interruption made before these
+		// deadlines were set.
+		conn.SetDeadline(time.Unix(1, 0))
+	}
+	return hc
+}
+
+// next is the read deadline after hearing from the server at now.
+func (hc *handshakeConn) next(now time.Time) time.Time {
+	if d := now.Add(hc.silence); d.Before(hc.hard) {
+		return d
+	}
+	return hc.hard
+}
+
+// Read reads from the connection; anything read is a sign of life.
+func (hc *handshakeConn) Read(b []byte) (int, error) {
+	n, err := hc.Conn.Read(b)
+	if n > 0 {
+		hc.Conn.SetReadDeadline(hc.next(time.Now()))
+		if hc.ctx.Err() != nil {
+			// Abandoned meanwhile: a past deadline set to interrupt the
+			// handshake must not stay replaced by the one just set.
+			hc.Conn.SetReadDeadline(time.Unix(1, 0))
+		}
+	}
+	return n, err
+}
