@@ -50,12 +50,6 @@ func (pp *poolPinger) start() {
 func (pp *poolPinger) run() {
 	t := time.NewTicker(poolPingEvery)
 	defer t.Stop()
-	var h protocol.Header
-	h[0] = protocol.MagicNumber()
-	h.SetMessageType(protocol.Request)
-	h.SetOneway(true)
-	h.SetHeartbeat(true)
-	ping := codec.AppendMessage(nil, &h, "", "", nil, nil)
 	var conns []*conn
 	for range t.C {
 		pp.mu.Lock()
@@ -67,18 +61,36 @@ func (pp *poolPinger) run() {
 		}
 		pp.mu.Unlock()
 		for i, c := range conns {
-			// One whole message in one Write: Go serialises a
-			// connection's Writes, so it never lands inside a reply
-			// frame (rpcx writes its own responses the same way). It
-			// sets no deadline (that would cut short a reply frame
-			// being written): a Write can block only behind a full
-			// socket buffer, that is behind reply frames a client does
-			// not read, and the reply writer's write timeout then
-			// closes the connection, which ends this Write too.
-			c.c.Write(ping)
+			c.ping()
 			conns[i] = nil
 		}
 	}
+}
+
+// ping asks the connection's reply writer for a server heartbeat, and
+// never blocks: a client that stops reading blocks only its own writer
+// (until the write timeout closes it), never the pings of other lanes.
+// A writer already at work needs none: what it writes is a sign of life,
+// or it is stuck on this connection.
+func (c *conn) ping() {
+	c.replyMu.Lock()
+	if c.broken || c.writing {
+		c.replyMu.Unlock()
+		return
+	}
+	c.pingWanted.Store(true)
+	c.kickLocked()
+}
+
+// appendPing appends a server heartbeat: an rpcx heartbeat message, which
+// lanes take as a sign of life and otherwise ignore.
+func appendPing(b []byte) []byte {
+	var h protocol.Header
+	h[0] = protocol.MagicNumber()
+	h.SetMessageType(protocol.Request)
+	h.SetOneway(true)
+	h.SetHeartbeat(true)
+	return codec.AppendMessage(b, &h, "", "", nil, nil)
 }
 
 // allConns appends the plugin's connections to dst.

@@ -68,6 +68,8 @@ type conn struct {
 	buf     []byte
 	// drainNotice asks the writer for a drain notice (see shutdown.go).
 	drainNotice atomic.Bool
+	// pingWanted asks the writer for a server heartbeat (see busyping.go).
+	pingWanted atomic.Bool
 
 	// replyBufs recycles reply payloads; written collects the payloads of
 	// the frame being written (used only by the writer).
@@ -267,7 +269,8 @@ func (c *conn) writeReplies() {
 		batch := c.replies
 		credits := c.credits.Swap(0)
 		notice := c.drainNotice.Swap(false)
-		if len(batch) == 0 && credits == 0 && !notice {
+		ping := c.pingWanted.Swap(false)
+		if len(batch) == 0 && credits == 0 && !notice && !ping {
 			c.writing = false
 			c.replyMu.Unlock()
 			return
@@ -279,7 +282,7 @@ func (c *conn) writeReplies() {
 		taken := batch
 		for first := true; first || len(batch) > 0; first = false {
 			n := c.fit(batch)
-			if err := c.writeFrame(batch[:n], credits, notice); err != nil {
+			if err := c.writeFrame(batch[:n], credits, notice, ping); err != nil {
 				c.p.metrics.errWrite.Inc(1)
 				logf("rpcxbatch: writing replies to %s: %v", c.c.RemoteAddr(), err)
 				c.replyMu.Lock()
@@ -288,7 +291,7 @@ func (c *conn) writeReplies() {
 				c.c.Close()
 				return
 			}
-			batch, credits, notice = batch[n:], 0, false
+			batch, credits, notice, ping = batch[n:], 0, false, false
 		}
 		c.replyMu.Lock()
 		if c.spare == nil {
@@ -312,15 +315,19 @@ func (c *conn) fit(batch []codec.Reply) int {
 	return n
 }
 
-// writeFrame writes a drain notice (when notice), a credit message (when
-// credits > 0) and a reply frame (when there are replies) with one Write.
-func (c *conn) writeFrame(replies []codec.Reply, credits int64, notice bool) error {
+// writeFrame writes a server heartbeat (when ping), a drain notice (when
+// notice), a credit message (when credits > 0) and a reply frame (when
+// there are replies) with one Write.
+func (c *conn) writeFrame(replies []codec.Reply, credits int64, notice, ping bool) error {
 	var h protocol.Header
 	h[0] = protocol.MagicNumber()
 	h.SetMessageType(protocol.Request)
 	h.SetOneway(true)
 	h.SetSerializeType(protocol.SerializeNone)
 	b := c.buf[:0]
+	if ping {
+		b = appendPing(b)
+	}
 	if notice {
 		var mark codec.MessageMark
 		b, mark = codec.StartMessage(b, &h, codec.ServicePath, codec.MethodDrain, nil)
