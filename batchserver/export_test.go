@@ -20,3 +20,11 @@ const IdleWorkerTimeout = idleWorkerTimeout
 
 // MaxIdleWorkers bounds the goroutines the plugin keeps parked.
 const MaxIdleWorkers = maxIdleWorkers
+
+// CountsItself reports whether the plugin counts itself in rpcx's
+// requests being handled (graceful shutdown's per-frame path).
+func CountsItself(p *Plugin) bool {
+	p.holdMu.Lock()
+	defer p.holdMu.Unlock()
+	return p.holding
+}

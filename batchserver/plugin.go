@@ -52,7 +52,8 @@ type Plugin struct {
 
 	// Graceful shutdown (see shutdown.go): rs is the rpcx server's state;
 	// draining is set once its Shutdown has begun; armed once a service
-	// was unregistered outside Shutdown; holding while the plugin counts
+	// was unregistered outside Shutdown (it costs frames only once
+	// UnregisterAll ran, see holdWhileDraining); holding while the plugin counts
 	// itself in rpcx's requests being handled (under holdMu).
 	rs       rpcxShutdown
 	draining atomic.Bool

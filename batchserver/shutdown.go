@@ -33,7 +33,10 @@ import (
 // entries with an error rpcx's Failover retries on another server.
 //
 // On a running server nothing of this costs more than one atomic load per
-// frame, until a service is unregistered.
+// frame (two after a service was unregistered alone, with the plugins'
+// DoUnregister), until UnregisterAll runs: from then on, Shutdown is
+// expected (rpcx runs the hooks only once, so registering services again
+// does not make its Shutdown run them).
 
 const (
 	// drainPoll is how often a drain looks whether the connections are
@@ -63,6 +66,11 @@ type rpcxShutdown struct {
 	// mu is held by Shutdown from before the Unregister hooks until every
 	// connection has stopped reading.
 	mu *sync.RWMutex
+	// unregisteredAll is the done flag of the server's unregisterAllOnce:
+	// once UnregisterAll has run, Shutdown runs no Unregister hook. nil
+	// when this Go's sync.Once is laid out otherwise: then every
+	// Unregister outside Shutdown is taken for UnregisterAll.
+	unregisteredAll *atomic.Bool
 }
 
 func readRPCXShutdown(s *server.Server) (rpcxShutdown, error) {
@@ -74,11 +82,23 @@ func readRPCXShutdown(s *server.Server) (rpcxShutdown, error) {
 	if !ok1 || !ok2 || !ok3 || in.Type() != i32 || n.Type() != i32 || mu.Type() != reflect.TypeFor[sync.RWMutex]() {
 		return rpcxShutdown{}, fmt.Errorf("%w (shutdown state unreadable)", ErrUnsupportedRPCX)
 	}
-	return rpcxShutdown{
+	rs := rpcxShutdown{
 		inShutdown:    in.Addr().Interface().(*int32),
 		handlerMsgNum: n.Addr().Interface().(*int32),
 		mu:            mu.Addr().Interface().(*sync.RWMutex),
-	}, nil
+	}
+	if once, ok := field(sv, "unregisterAllOnce"); ok && once.Type() == reflect.TypeFor[sync.Once]() {
+		if done, ok := field(once, "done"); ok && done.Type() == reflect.TypeFor[atomic.Bool]() {
+			rs.unregisteredAll = done.Addr().Interface().(*atomic.Bool)
+		}
+	}
+	return rs, nil
+}
+
+// hooksSpent reports whether UnregisterAll has run, so that Shutdown will
+// run no Unregister hook (rpcx runs them once).
+func (r rpcxShutdown) hooksSpent() bool {
+	return r.unregisteredAll == nil || r.unregisteredAll.Load()
 }
 
 // shuttingDown reports whether the server's Shutdown has begun.
@@ -200,9 +220,11 @@ func (p *Plugin) idle() bool {
 // their replies, or is gone. Only frames that arrive during Shutdown wait:
 // rpcx read them before it stopped reading.
 func (p *Plugin) holdWhileDraining(c *conn) {
-	if p.armed.Load() {
-		// A service was unregistered: Shutdown may come without the
-		// Unregister hook. Count in before the handler returns.
+	if p.armed.Load() && p.rs.hooksSpent() {
+		// UnregisterAll ran: Shutdown will come without the Unregister
+		// hook. Count in before the handler returns. A service
+		// unregistered alone leaves Shutdown its hooks, and frames this
+		// cost.
 		p.keepCounted(false)
 	}
 	if !p.rs.shuttingDown() {

@@ -75,13 +75,17 @@ func shutdownWithCallsInFlight(t *testing.T, s *server.Server, sp *Slowpoke, n i
 func TestShutdownWaitsForCallsInFlight(t *testing.T) {
 	const n = 64
 	for _, tc := range []struct {
-		name              string
-		batch, unregister bool
+		name                         string
+		batch, unregister, delistOne bool
 	}{
-		{"plain", false, false},
-		{"batch", true, false},
-		{"plain/UnregisterAll_first", false, true},
-		{"batch/UnregisterAll_first", true, true},
+		{"plain", false, false, false},
+		{"batch", true, false, false},
+		{"plain/UnregisterAll_first", false, true, false},
+		{"batch/UnregisterAll_first", true, true, false},
+		// One service delisted alone (the plugins' DoUnregister): Shutdown
+		// still runs the hooks, which start the drain.
+		{"plain/DoUnregister_first", false, false, true},
+		{"batch/DoUnregister_first", true, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sp := &Slowpoke{hold: 500 * time.Millisecond}
@@ -94,6 +98,9 @@ func TestShutdownWaitsForCallsInFlight(t *testing.T) {
 			addr := serve(t, s)
 			if tc.unregister {
 				require.NoError(t, s.UnregisterAll())
+			}
+			if tc.delistOne {
+				require.NoError(t, s.Plugins.DoUnregister("Slowpoke"))
 			}
 			var call func(ctx context.Context, i int) error
 			if !tc.batch {
