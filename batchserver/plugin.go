@@ -218,9 +218,9 @@ func (p *Plugin) Close() error {
 
 // conn returns the batch state of c, creating it when absent. Only the
 // handshake creates it (when rpcx reads it, with a user pool, see
-// handshakeRead; otherwise in its handler), for the connection rpcx finally serves (plugins
-// added after this one may wrap or refuse what was accepted), and
-// HandleConnClose removes it.
+// handshakeRead; otherwise in its handler), for the connection rpcx
+// finally serves (plugins added after this one may wrap or refuse what was
+// accepted), and HandleConnClose removes it.
 func (p *Plugin) conn(c net.Conn) *conn {
 	p.connMu.Lock()
 	defer p.connMu.Unlock()
