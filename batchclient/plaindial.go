@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"sync"
 	"time"
 
@@ -29,6 +30,18 @@ var predialed sync.Map // *client.Client -> net.Conn
 // errNoPredialed should not happen: Connect ran on the predialed network
 // without a connection waiting for it.
 var errNoPredialed = errors.New("rpcxbatch: no dialled connection for the plain client")
+
+// rpcxDirectConn is the code pointer of rpcx's own factory for "unix"
+// (its plain net dial), taken at init before any user could replace it: a
+// factory in ConnFactories that is not rpcx's own is the application's.
+var rpcxDirectConn = factoryPointer(client.ConnFactories["unix"])
+
+func factoryPointer(f client.ConnFactoryFn) uintptr {
+	if f == nil {
+		return 0
+	}
+	return reflect.ValueOf(f).Pointer()
+}
 
 func init() {
 	client.ConnFactories[predialedNetwork] = func(c *client.Client, _, _ string) (net.Conn, error) {
@@ -56,7 +69,12 @@ func connectPlain(ctx context.Context, pc *client.Client, opt client.Option, net
 	}
 	var conn net.Conn
 	var err error
-	if opt.TLSConfig != nil {
+	if f := client.ConnFactories[network]; f != nil && factoryPointer(f) != rpcxDirectConn {
+		// The application's own factory (a proxy dialer, say), which rpcx's
+		// Connect would use. It takes no context: it runs on the peer's dial
+		// goroutine, and callers still wait for it only within theirs.
+		conn, err = f(pc, network, addr)
+	} else if opt.TLSConfig != nil {
 		conn, err = (&tls.Dialer{Config: opt.TLSConfig}).DialContext(ctx, network, addr)
 	} else {
 		conn, err = (&net.Dialer{}).DialContext(ctx, network, addr)
