@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
+	"github.com/rpcxbatch/rpcxbatch/batchserver"
 	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
 )
 
@@ -268,4 +269,52 @@ func TestEntryContextKeepsContract(t *testing.T) {
 	probe.mu.Lock()
 	defer probe.mu.Unlock()
 	assert.Empty(t, probe.violations)
+}
+
+// slowPreCall is a PreCall plugin that takes longer than the caller's
+// deadline, and a PostCall plugin that records the error it is given.
+type slowPreCall struct {
+	delay   time.Duration
+	postErr chan error
+}
+
+func (p *slowPreCall) PreCall(_ context.Context, _, _ string, args any) (any, error) {
+	time.Sleep(p.delay)
+	return args, nil
+}
+
+func (p *slowPreCall) PostCall(_ context.Context, _, _ string, _, reply any, err error) (any, error) {
+	select {
+	case p.postErr <- err:
+	default:
+	}
+	return reply, err
+}
+
+// TestDeadlinePassedBehindPluginsSkipsHandler: an entry whose deadline
+// passes after it was picked up (here behind a slow PreCall plugin) is not
+// handed to its handler; PostCall still runs, with ErrDeadlinePassed, so
+// that a plugin can end what PreCall began. Deterministic, unlike a load
+// test: the check just before the handler is the only one that can catch it.
+func TestDeadlinePassedBehindPluginsSkipsHandler(t *testing.T) {
+	addr, s, _ := startServer(t)
+	cnt := new(Counter)
+	require.NoError(t, s.RegisterName("Counter", cnt, ""))
+	plug := &slowPreCall{delay: 400 * time.Millisecond, postErr: make(chan error, 1)}
+	s.Plugins.Add(plug)
+	c := newClient(t, batchclient.WithLanes(1))
+	waitConnected(t, c, addr)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	var r testsvc.Reply
+	err := c.Call(ctx, addr, "Counter", "Inc", &testsvc.Args{A: 1}, &r)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	select {
+	case perr := <-plug.postErr:
+		require.ErrorIs(t, perr, batchserver.ErrDeadlinePassed, "PostCall's error")
+	case <-time.After(10 * time.Second):
+		t.Fatal("PostCall never ran")
+	}
+	require.Zero(t, cnt.n.Load(), "the handler ran after its caller's deadline")
 }
