@@ -549,6 +549,14 @@ func (l *lane) write(b []byte) error {
 		if !errors.As(err, &ne) || !ne.Timeout() {
 			return err
 		}
+		if n == 0 {
+			// The peer took none of the bytes still pending for a whole
+			// attempt: taking them is owed too. Without this, a peer that
+			// answered during the last attempt that made progress and then
+			// froze would never be judged frozen, and this writer, which
+			// also runs the heartbeat check, would retry for ever.
+			l.owe(start.UnixNano())
+		}
 		if _, frozen := l.frozenFor(); frozen && n == 0 {
 			return err
 		}
