@@ -19,7 +19,8 @@ import (
 // writer starved between taking the time and writing is not counted.
 
 // owe records that a write the peer has to answer, started at start (unix
-// nanos), has put bytes on the wire. An older claim stays while the peer
+// nanos), has put bytes on the wire, or ran a whole attempt with the peer
+// taking none of its pending bytes. An older claim stays while the peer
 // has not spoken since it.
 func (l *lane) owe(start int64) {
 	for {
