@@ -42,7 +42,7 @@ func (pp *poolPinger) start() {
 	pp.running = true
 	pp.mu.Unlock()
 	if start {
-		go pp.run()
+		pp.p.tasks.spawn(pp.run)
 	}
 }
 

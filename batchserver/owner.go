@@ -2,9 +2,11 @@ package batchserver
 
 import "sync"
 
-// tasks owns the plugin's per-connection goroutines that start on demand
-// and end when their work is done: each connection's reply writer and send
-// queue. Plugin.Close waits for them. Unlike a sync.WaitGroup it may start
+// tasks owns the plugin's goroutines that start on demand and end when
+// their work is done: each connection's reply writer and send queue, the
+// pool's feeder and pinger, and the drain's watchers. Plugin.Close waits
+// for them. (Entries run on workers of their own, as rpcx's requests do:
+// those are not waited for.) Unlike a sync.WaitGroup it may start
 // a goroutine while Close waits (a connection still served).
 type tasks struct {
 	mu   sync.Mutex

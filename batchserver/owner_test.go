@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smallnest/rpcx/server"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
@@ -107,6 +108,40 @@ func TestCloseJoinsGoroutines(t *testing.T) {
 	require.NoError(t, p.Close())
 	require.GreaterOrEqual(t, time.Since(start), 250*time.Millisecond, "Close did not wait for the running send")
 	require.Empty(t, stacksWith("batchserver.(*conn).writeReplies", "batchserver.(*conn).runSends"),
+		"plugin goroutines left after Plugin.Close")
+}
+
+// With a user pool, Plugin.Close also joins the pool's feeder and pinger
+// (they run while the plugin has connections) and a drain's watcher: once
+// it returns after Shutdown, none is left.
+func TestCloseJoinsPoolGoroutines(t *testing.T) {
+	s := server.NewServer(server.WithPool(2, 100))
+	require.NoError(t, s.RegisterName("Arith", new(testsvc.Arith), ""))
+	p, err := batchserver.New(s)
+	require.NoError(t, err)
+	addr := serve(t, s)
+	c, err := batchclient.New()
+	require.NoError(t, err)
+	waitConnected(t, c, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				var r testsvc.Reply
+				require.NoError(t, c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: w, B: i}, &r))
+				c.Cast(ctx, addr, "Arith", "Mul", &testsvc.Args{A: w, B: i})
+			}
+		})
+	}
+	wg.Wait()
+	require.NotEmpty(t, stacksWith("batchserver.(*poolPinger).run"), "precondition: the pool's pinger runs")
+	require.NoError(t, s.Shutdown(ctx))
+	require.NoError(t, c.Close())
+	require.NoError(t, p.Close())
+	require.Empty(t, stacksWith("batchserver.(*poolPinger).run", "batchserver.(*poolFeeder).feed",
+		"batchserver.(*Plugin).watchIdle", "batchserver.(*Plugin).waitIdle"),
 		"plugin goroutines left after Plugin.Close")
 }
 

@@ -205,11 +205,12 @@ func (p *Plugin) HeartbeatRequest(context.Context, *protocol.Message) error {
 }
 
 // Close releases the goroutines the plugin keeps parked for reuse, and
-// waits for the connections' reply writers and send queues (each send
-// queue until the sends it holds have run; do not call Close from a send
-// handler); call entries still running finish on their own. A graceful
-// Shutdown calls it once the plugin has drained; call it after
-// Server.Close when the process goes on without the server.
+// waits for the plugin's own goroutines: the connections' reply writers
+// and send queues (each send queue until the sends it holds have run; do
+// not call Close from a send handler), a user pool's feeder and pinger
+// (which run while the plugin has connections) and a drain's watcher.
+// Call entries still running finish on their own. Call it after
+// Server.Close or Shutdown when the process goes on without the server.
 func (p *Plugin) Close() error {
 	p.workers.release(true)
 	p.tasks.wait()

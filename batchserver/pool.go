@@ -3,7 +3,6 @@ package batchserver
 import (
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/smallnest/rpcx/server"
 
@@ -60,6 +59,7 @@ func (p *Plugin) usePool() {
 	}
 	p.feeder.pool = p.opts.Pool
 	p.feeder.try, _ = p.opts.Pool.(trySubmitter)
+	p.feeder.tasks = &p.tasks
 }
 
 // start runs a call or cast entry: on the user's pool when there is one,
@@ -85,8 +85,9 @@ func (p *Plugin) start(t task) {
 // full. The queue is bounded by the lanes' windows: each queued entry is
 // unfinished for its lane.
 type poolFeeder struct {
-	pool server.WorkerPool
-	try  trySubmitter // nil when the pool cannot refuse
+	pool  server.WorkerPool
+	try   trySubmitter // nil when the pool cannot refuse
+	tasks *tasks       // owns the feeding goroutine
 
 	mu      sync.Mutex
 	queue   []task
@@ -119,7 +120,7 @@ func (f *poolFeeder) submit(t task) {
 	f.feeding = true
 	f.mu.Unlock()
 	if start {
-		go f.feed()
+		f.tasks.spawn(f.feed)
 	}
 }
 
@@ -164,15 +165,8 @@ func (f *poolFeeder) submitOne(t task) {
 // own.
 func (p *Plugin) holdOffPool(c *conn) {
 	atomic.AddInt32(p.rs.handlerMsgNum, 1)
-	go func() {
+	p.tasks.spawn(func() {
 		defer atomic.AddInt32(p.rs.handlerMsgNum, -1)
-		tick := time.NewTicker(drainPoll)
-		defer tick.Stop()
-		for p.tracked(c) {
-			if settled, flushed := c.idle(); settled && flushed {
-				return
-			}
-			<-tick.C
-		}
-	}()
+		p.waitIdle(c)
+	})
 }

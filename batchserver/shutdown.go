@@ -136,7 +136,7 @@ func (p *Plugin) keepCounted(force bool) {
 	}
 	p.holding = true
 	atomic.AddInt32(p.rs.handlerMsgNum, 1)
-	go p.watchIdle()
+	p.tasks.spawn(p.watchIdle)
 }
 
 // watchIdle takes the plugin out of rpcx's count once every connection is
@@ -186,7 +186,10 @@ func (p *Plugin) watchIdle() {
 			atomic.AddInt32(p.rs.handlerMsgNum, -1)
 			p.holdMu.Unlock()
 			if p.draining.Load() {
-				p.Close()
+				// What Close does but wait for the plugin's goroutines,
+				// this one among them: rpcx v1.9.4 never calls its
+				// RegisterOnShutdown hooks.
+				p.workers.release(true)
 			}
 			return
 		}
@@ -239,6 +242,12 @@ func (p *Plugin) holdWhileDraining(c *conn) {
 		p.holdOffPool(c)
 		return
 	}
+	p.waitIdle(c)
+}
+
+// waitIdle returns once c has finished its entries and written their
+// replies, or is gone.
+func (p *Plugin) waitIdle(c *conn) {
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
 	for p.tracked(c) {
