@@ -82,7 +82,7 @@ func (c *Client) plainClient(ctx context.Context, addr string) (plainRef, error)
 		}
 		var pr plainRef
 		if p == nil {
-			pr.pc, err = c.stoppedPlain(addr)
+			pr.pc, err = c.stoppedPlain(ctx, addr)
 		} else {
 			p.lastUsed.Store(time.Now().UnixNano())
 			pr, err = p.usePlain(ctx)
@@ -246,7 +246,7 @@ func (c *Client) route(ctx context.Context, addr string) (*lane, plainRef, error
 		var pr plainRef
 		if p == nil {
 			// Stopped: the plain path until Start.
-			pr.pc, err = c.stoppedPlain(addr)
+			pr.pc, err = c.stoppedPlain(ctx, addr)
 		} else {
 			l, pr, err = p.pick(ctx, key, hasKey)
 		}
@@ -271,7 +271,7 @@ func (c *Client) wokenCallers() int { return int(c.woken.Load()) }
 
 // stoppedPlain returns the plain rpcx client of a stopped address,
 // connecting it on first use or after it broke.
-func (c *Client) stoppedPlain(addr string) (*client.Client, error) {
+func (c *Client) stoppedPlain(ctx context.Context, addr string) (*client.Client, error) {
 	c.mu.Lock()
 	pc, ok := c.stopped[addr]
 	c.mu.Unlock()
@@ -284,11 +284,20 @@ func (c *Client) stoppedPlain(addr string) (*client.Client, error) {
 	if pc != nil && !pc.IsShutdown() && !pc.IsClosing() {
 		return pc, nil
 	}
-	// Dialled without the lock: a slow connect must not hold up calls to
-	// other addresses.
+	// Dialled without the lock, within the caller's context: a slow
+	// connect must hold up neither calls to other addresses nor this
+	// caller past its deadline.
 	network, host := splitAddr(addr)
 	fresh := c.newPlainClient(addr)
-	if err := fresh.Connect(network, host); err != nil {
+	if err := connectPlain(ctx, fresh, c.opts.RPCX, network, host); err != nil {
+		// As a call whose context ended. The dial's own deadline, taken
+		// from ctx, can fire a moment before ctx's timer marks it done.
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			return nil, context.DeadlineExceeded
+		}
 		return nil, err
 	}
 	c.mu.Lock()

@@ -206,3 +206,24 @@ func TestStopInterruptsHandshake(t *testing.T) {
 	c.Stop(addr)
 	require.Less(t, time.Since(start), 2*time.Second, "Stop waited for the handshake")
 }
+
+// A call to a stopped address goes over a plain rpcx client made on first
+// use; its connect, too, ends with the caller's context, not with rpcx's
+// ConnectTimeout.
+func TestStoppedAddressDialHonoursCallerDeadline(t *testing.T) {
+	addr := startSYNDroppingPlainServer(t)
+	opt := client.DefaultOption
+	opt.ConnectTimeout = 3 * time.Second
+	c := plainPeer(t, addr, batchclient.WithRPCXOption(opt))
+	defer c.Close()
+	c.Stop(addr)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 3}, &testsvc.Reply{})
+	took := time.Since(start)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	// 100 ms deadline against a 3 s ConnectTimeout; margin for a busy machine.
+	require.Less(t, took, 1500*time.Millisecond, "the call returned after %v", took)
+}
