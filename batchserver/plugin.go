@@ -100,6 +100,9 @@ func New(s *server.Server, opts ...Option) (*Plugin, error) {
 	if o.PoolSize == Disabled {
 		return p, nil
 	}
+	if err := checkServerFields(s); err != nil {
+		return nil, err
+	}
 	p.pinger.p = p
 	p.usePool()
 	if p.services, err = newServiceTable(s); err != nil {

@@ -144,12 +144,12 @@ func (f *poolFeeder) feed() {
 
 // submitOne submits t, blocking while the pool is full. A pool already
 // stopped (rpcx's Shutdown stops it) panics in Submit, as pond does: the
-// entry then runs on a goroutine of its own, so that its call still gets
-// an answer.
+// entry then runs on a goroutine the plugin owns (Plugin.Close waits for
+// it), so that its call still gets an answer.
 func (f *poolFeeder) submitOne(t task) {
 	defer func() {
 		if r := recover(); r != nil {
-			go poolTask(t)()
+			f.tasks.spawn(poolTask(t))
 		}
 	}()
 	f.pool.Submit(poolTask(t))

@@ -1,9 +1,9 @@
 package batchserver
 
 import (
+	"fmt"
 	"reflect"
 	"time"
-	"unsafe"
 
 	"github.com/smallnest/rpcx/server"
 	"github.com/smallnest/rpcx/share"
@@ -43,11 +43,24 @@ func serverWriteTimeout(s *server.Server) time.Duration {
 // NewServer, are read, so reading them races with nothing.
 func serverField[T any](s *server.Server, name string) (T, bool) {
 	var zero T
-	f := reflect.ValueOf(s).Elem().FieldByName(name)
-	if !f.IsValid() || f.Type() != reflect.TypeFor[T]() {
+	f, ok := field(reflect.ValueOf(s).Elem(), name)
+	if !ok || f.Type() != reflect.TypeFor[T]() {
 		return zero, false
 	}
-	return *(*T)(unsafe.Pointer(f.UnsafeAddr())), true
+	return f.Interface().(T), true
+}
+
+// checkServerFields fails New on an rpcx whose option fields are not laid
+// out as in v1.9.4: without them a WithPool bound or a timeout would
+// silently not reach batched entries.
+func checkServerFields(s *server.Server) error {
+	_, pool := serverField[server.WorkerPool](s, "pool")
+	_, rt := serverField[time.Duration](s, "readTimeout")
+	_, wt := serverField[time.Duration](s, "writeTimeout")
+	if !pool || !rt || !wt {
+		return fmt.Errorf("%w (its pool and timeout options cannot be read)", ErrUnsupportedRPCX)
+	}
+	return nil
 }
 
 // rpcxOptions returns the plugin options that carry the rpcx server's own

@@ -115,7 +115,7 @@ func (p *Plugin) beginDrain() {
 	if !p.draining.CompareAndSwap(false, true) {
 		return
 	}
-	conns := p.snapshotConns()
+	conns := p.allConns(nil)
 	for _, c := range conns {
 		c.noticeDrain()
 	}
@@ -152,7 +152,7 @@ func (p *Plugin) watchIdle() {
 	for {
 		if p.rs.shuttingDown() && p.draining.CompareAndSwap(false, true) {
 			// Shutdown began without running the Unregister hook.
-			for _, c := range p.snapshotConns() {
+			for _, c := range p.allConns(nil) {
 				c.noticeDrain()
 			}
 		}
@@ -168,7 +168,7 @@ func (p *Plugin) watchIdle() {
 			}
 			if time.Since(noticed) >= drainNoticeEvery {
 				noticed = time.Now()
-				for _, c := range p.snapshotConns() {
+				for _, c := range p.allConns(nil) {
 					c.noticeDrain()
 				}
 			}
@@ -205,7 +205,7 @@ func (p *Plugin) watchIdle() {
 // the drain from ending.
 func (p *Plugin) allIdle() (settled, flushed bool) {
 	settled, flushed = true, true
-	for _, c := range p.snapshotConns() {
+	for _, c := range p.allConns(nil) {
 		s, f := c.idle()
 		settled, flushed = settled && s, flushed && f
 	}
@@ -256,16 +256,6 @@ func (p *Plugin) waitIdle(c *conn) {
 		}
 		<-tick.C
 	}
-}
-
-func (p *Plugin) snapshotConns() []*conn {
-	p.connMu.Lock()
-	defer p.connMu.Unlock()
-	out := make([]*conn, 0, len(p.conns))
-	for _, c := range p.conns {
-		out = append(out, c)
-	}
-	return out
 }
 
 // tracked reports whether c is still a live connection of the plugin.

@@ -25,7 +25,9 @@ const CompressThreshold = 1024
 const MetaCompress = "rpcxbatch_compress"
 
 // gzipper is a gzip writer with its output buffer, pooled: a gzip.Writer
-// holds over 800 KiB of state, which rpcx pools too (util.Zip).
+// holds over 800 KiB of state, which rpcx pools too (util.Zip). Not
+// util.Zip itself: in rpcx v1.9.4 it returns a slice of a buffer it has
+// already put back in its pool, which a concurrent caller may overwrite.
 type gzipper struct {
 	buf bytes.Buffer
 	w   *gzip.Writer
