@@ -47,7 +47,8 @@ func serverField[T any](s *server.Server, name string) (T, bool) {
 	if !ok || f.Type() != reflect.TypeFor[T]() {
 		return zero, false
 	}
-	return f.Interface().(T), true
+	v, _ := f.Interface().(T) // a nil interface (no pool) is the zero T
+	return v, true
 }
 
 // checkServerFields fails New on an rpcx whose option fields are not laid
