@@ -2,8 +2,10 @@
 // copies the working tree to a scratch directory once per fault, plants
 // the fault there (exact text replacements in the production code), runs
 // the tests of the packages the fault concerns, and reports which tests
-// failed. A fault that no test catches, or that can no longer be planted
-// because the code it edits changed, makes it exit non-zero.
+// failed. The tests that failed are run again on an unmodified copy: one
+// that fails there too is a flake, not a catch. A fault that no test
+// catches, or that can no longer be planted because the code it edits
+// changed, makes it exit non-zero.
 //
 // Run it from the module root as `make mutate`, or
 // `go run ./internal/mutate [-run regexp-of-fault-names]`.
@@ -143,7 +145,16 @@ func main() {
 		}
 		start := time.Now()
 		caught, err := try(root, files, f, *timeout, *keep)
+		var flaky []string
+		if err == nil && len(caught) > 0 {
+			// A test that fails on the unmodified tree too (a flake under
+			// load) proves nothing about the fault.
+			caught, flaky, err = confirm(root, files, f, caught, *timeout)
+		}
 		took := time.Since(start).Round(time.Second)
+		if len(flaky) > 0 {
+			fmt.Printf("%-40s ignored    %s (failed on the unmodified tree too)\n", f.name, strings.Join(flaky, ", "))
+		}
 		switch {
 		case err != nil:
 			bad++
@@ -179,12 +190,44 @@ func trackedFiles(root string) ([]string, error) {
 
 // try plants f in a scratch copy and returns the tests that failed.
 func try(root string, files []string, f fault, timeout time.Duration, keep bool) ([]string, error) {
-	dir, err := os.MkdirTemp("", "rpcxbatch-mutate-"+f.name+"-")
+	return runTests(root, files, f.name, f.edits, f.pkgs, "", timeout, keep)
+}
+
+// confirm runs the tests that caught f again on an unmodified copy, and
+// splits them into those that pass there (they caught the fault) and
+// those that fail there too (flaky).
+func confirm(root string, files []string, f fault, caught []string, timeout time.Duration) (real, flaky []string, err error) {
+	names := make([]string, len(caught))
+	for i, c := range caught {
+		names[i] = regexp.QuoteMeta(c[strings.LastIndex(c, ".")+1:])
+	}
+	failed, err := runTests(root, files, f.name+"-unmodified", nil, f.pkgs, "^("+strings.Join(names, "|")+")$", timeout, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	bad := map[string]bool{}
+	for _, name := range failed {
+		bad[name] = true
+	}
+	for _, c := range caught {
+		if bad[c] {
+			flaky = append(flaky, c)
+		} else {
+			real = append(real, c)
+		}
+	}
+	return real, flaky, nil
+}
+
+// runTests copies the tree to a scratch directory, applies edits, runs the
+// tests of pkgs (those matching run, when set) and returns the failed ones.
+func runTests(root string, files []string, label string, edits []edit, pkgs []string, run string, timeout time.Duration, keep bool) ([]string, error) {
+	dir, err := os.MkdirTemp("", "rpcxbatch-mutate-"+label+"-")
 	if err != nil {
 		return nil, err
 	}
 	if keep {
-		fmt.Printf("%-40s scratch copy %s\n", f.name, dir)
+		fmt.Printf("%-40s scratch copy %s\n", label, dir)
 	} else {
 		defer os.RemoveAll(dir)
 	}
@@ -193,7 +236,7 @@ func try(root string, files []string, f fault, timeout time.Duration, keep bool)
 			return nil, err
 		}
 	}
-	for _, e := range f.edits {
+	for _, e := range edits {
 		path := filepath.Join(dir, e.file)
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -206,7 +249,11 @@ func try(root string, files []string, f fault, timeout time.Duration, keep bool)
 			return nil, err
 		}
 	}
-	args := append([]string{"test", "-count=1", "-json", "-timeout", timeout.String()}, f.pkgs...)
+	args := []string{"test", "-count=1", "-json", "-timeout", timeout.String()}
+	if run != "" {
+		args = append(args, "-run", run)
+	}
+	args = append(args, pkgs...)
 	cmd := exec.Command("go", args...)
 	cmd.Dir = dir
 	out, _ := cmd.StdoutPipe()
