@@ -37,10 +37,10 @@ unit:
 
 # Plants deliberate faults, one at a time, in scratch copies of the tree
 # and runs the tests of the packages concerned: every fault must make a
-# test fail (see internal/mutate for the list). MUTATE=regexp picks faults.
+# test fail (see internal/testkit/mutate for the list). MUTATE=regexp picks faults.
 MUTATE ?=
 mutate:
-	$(GO) run ./internal/mutate -run '$(MUTATE)'
+	$(GO) run ./internal/testkit/mutate -run '$(MUTATE)'
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./batchclient/ ./group/

@@ -13,7 +13,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
-	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
 
 func TestCallOverBatchPath(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
-	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
 
 // Credentials has an encoder registered on its pointer type that leaves

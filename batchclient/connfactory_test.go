@@ -9,7 +9,7 @@ import (
 	"github.com/smallnest/rpcx/client"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
 
 // TestPlainFallbackUsesTheApplicationsConnFactory: rpcx's Connect uses an application's ConnFactories["tcp"]; so must the

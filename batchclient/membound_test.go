@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
-	"github.com/rpcxbatch/rpcxbatch/internal/childproc"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/childproc"
 )
 
 // heapInUse is the live heap as the collection it forces marked it

@@ -5,7 +5,7 @@ import (
 
 	"github.com/smallnest/rpcx/protocol"
 
-	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
 
 // BenchmarkCopyArgs is what a group operation pays to own its arguments

@@ -10,7 +10,7 @@ import (
 	"github.com/smallnest/rpcx/client"
 
 	"github.com/rpcxbatch/rpcxbatch/group"
-	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
 
 // benchGoroutines is the number of concurrent callers.

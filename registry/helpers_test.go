@@ -28,8 +28,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
-	"github.com/rpcxbatch/rpcxbatch/internal/etcdtest"
-	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/etcdtest"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 	"github.com/rpcxbatch/rpcxbatch/plugin"
 )
 

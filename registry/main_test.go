@@ -1,5 +1,5 @@
 // Package registry_test runs rpcxbatch against a real service registry:
-// a throwaway etcd (internal/etcdtest) with rpcx-etcd's register plugin
+// a throwaway etcd (internal/testkit/etcdtest) with rpcx-etcd's register plugin
 // wrapped by plugin.Advertise on the servers, and rpcx-etcd's discovery
 // under the drop-in XClient and under group calls on the client.
 //
@@ -19,7 +19,7 @@ import (
 	rlog "github.com/smallnest/rpcx/log"
 	"github.com/smallnest/rpcx/protocol"
 
-	"github.com/rpcxbatch/rpcxbatch/internal/etcdtest"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/etcdtest"
 )
 
 var (

@@ -14,7 +14,7 @@ import (
 
 	rlog "github.com/smallnest/rpcx/log"
 
-	"github.com/rpcxbatch/rpcxbatch/internal/childproc"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/childproc"
 )
 
 func TestMain(m *testing.M) {

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
-	"github.com/rpcxbatch/rpcxbatch/internal/childproc"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/childproc"
 )
 
 const (

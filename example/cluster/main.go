@@ -41,8 +41,8 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
 	"github.com/rpcxbatch/rpcxbatch/codec"
 	"github.com/rpcxbatch/rpcxbatch/group"
-	"github.com/rpcxbatch/rpcxbatch/internal/etcdtest"
-	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/etcdtest"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 	"github.com/rpcxbatch/rpcxbatch/plugin"
 )
 

@@ -8,7 +8,7 @@
 // changed, makes it exit non-zero.
 //
 // Run it from the module root as `make mutate`, or
-// `go run ./internal/mutate [-run regexp-of-fault-names]`.
+// `go run ./internal/testkit/mutate [-run regexp-of-fault-names]`.
 package main
 
 import (
