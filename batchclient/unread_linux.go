@@ -4,7 +4,8 @@ import (
 	"crypto/tls"
 	"net"
 	"syscall"
-	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // unreadBytes returns how many bytes the kernel holds for conn that nobody
@@ -23,10 +24,10 @@ func unreadBytes(conn net.Conn) int {
 	}
 	var n int
 	rc.Control(func(fd uintptr) {
-		const siocinq = 0x541B // FIONREAD: bytes in the receive queue
-		var v int32
-		if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, fd, siocinq, uintptr(unsafe.Pointer(&v))); errno == 0 {
-			n = int(v)
+		// x/sys carries SIOCINQ per architecture (it is not 0x541B on
+		// mips, for one).
+		if v, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ); err == nil {
+			n = v
 		}
 	})
 	return n
