@@ -1,6 +1,10 @@
 package batchclient
 
-import "net"
+import (
+	"net"
+
+	"github.com/smallnest/rpcx/client"
+)
 
 // UnreadBytes exposes unreadBytes to the external tests.
 var UnreadBytes = unreadBytes
@@ -40,4 +44,11 @@ func RoomWaiters(c *Client, addr string) (waiters, queued int) {
 		l.qmu.Unlock()
 	}
 	return waiters, queued
+}
+
+// GenerateRPCClient makes a new RPCClient for the server at addr with the
+// builder of xc (an XClient of this package), as rpcx's XClient does each
+// time it has no cached client for the server.
+func GenerateRPCClient(xc client.XClient, addr string) (client.RPCClient, error) {
+	return xc.(*xClient).b.GenerateClient("tcp@"+addr, "", "")
 }

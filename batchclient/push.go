@@ -27,10 +27,18 @@ import (
 // for a lost connection.
 
 // pushSink is the channel registered for one address, and who registered
-// it: an XClient (its builder), or the Client itself.
+// it. rpcx gives every RPCClient a channel field of its own; here all the
+// RPCClients of an address share its one registration, so it remembers
+// its owner, the RPCClient (or the Client) that set it: only the owner
+// clears it. rpcx's XClient unregisters and closes a client it removes
+// even when it has already cached a newer client for the same server,
+// which has registered the channel again.
 type pushSink struct {
 	owner any
-	ch    chan<- *protocol.Message
+	// xc is the builder of the XClient whose RPCClient registered, nil for
+	// the Client's own registration: Close of that XClient drops it.
+	xc *builder
+	ch chan<- *protocol.Message
 }
 
 // pushTable holds the channels server-pushed messages go to, by address.
@@ -47,40 +55,47 @@ type pushTable struct {
 // server without the batch plugin) takes the channel registered when it is
 // made.
 func (c *Client) RegisterServerMessageChan(addr string, ch chan<- *protocol.Message) {
-	c.push.register(addr, c, ch)
+	if ch == nil {
+		c.push.unregister(addr, c)
+		return
+	}
+	c.push.register(addr, c, nil, ch)
 }
 
 // UnregisterServerMessageChan stops delivering the messages pushed by the
 // server at addr to the channel RegisterServerMessageChan registered.
 func (c *Client) UnregisterServerMessageChan(addr string) {
-	c.push.register(addr, c, nil)
+	c.push.unregister(addr, c)
 }
 
-// register sets the channel of addr; a nil ch removes it if owner set it.
-// rpcx's XClient registers its channel (nil for one not bidirectional) on
-// every RPCClient it makes, so an XClient without a channel must not take
-// away a channel the Client (or another XClient) registered.
-func (t *pushTable) register(addr string, owner any, ch chan<- *protocol.Message) {
+// register makes ch the channel of addr, on behalf of owner: an RPCClient
+// of the XClient of builder xc or, with xc nil, the Client.
+func (t *pushTable) register(addr string, owner any, xc *builder, ch chan<- *protocol.Message) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if ch == nil {
-		if t.sinks[addr].owner == owner {
-			delete(t.sinks, addr)
-		}
-		return
-	}
 	if t.sinks == nil {
 		t.sinks = make(map[string]pushSink)
 	}
-	t.sinks[addr] = pushSink{owner: owner, ch: ch}
+	t.sinks[addr] = pushSink{owner: owner, xc: xc, ch: ch}
 }
 
-// dropOwner removes every channel owner registered.
-func (t *pushTable) dropOwner(owner any) {
+// unregister removes the channel of addr if owner registered it; one that
+// someone else registered since stays.
+func (t *pushTable) unregister(addr string, owner any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s, ok := t.sinks[addr]; ok && s.owner == owner {
+		delete(t.sinks, addr)
+	}
+}
+
+// dropXClient removes every channel an RPCClient of the XClient of
+// builder xc registered.
+func (t *pushTable) dropXClient(xc *builder) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for addr, s := range t.sinks {
-		if s.owner == owner {
+		if s.xc == xc {
 			delete(t.sinks, addr)
 		}
 	}

@@ -107,7 +107,7 @@ func (x *xClient) Close() error {
 		x.bc.Close()
 	}
 	// Nothing more goes to the channel of a closed XClient.
-	x.bc.push.dropOwner(x.b)
+	x.bc.push.dropXClient(x.b)
 	return err
 }
 
@@ -167,8 +167,9 @@ func (b *builder) release() {
 type rpcClient struct {
 	bc   *Client
 	addr string
-	// owner is the builder of the XClient this RPCClient serves: the
-	// server-message channel registered through it is that XClient's.
+	// owner is the builder of the XClient this RPCClient serves: that
+	// XClient's Close drops every server-message channel its RPCClients
+	// registered.
 	owner  *builder
 	closed atomic.Bool
 }
@@ -205,8 +206,13 @@ func (r *rpcClient) SendRaw(ctx context.Context, m *protocol.Message) (map[strin
 	return pr.pc.SendRaw(ctx, m)
 }
 
+// Close marks the RPCClient closed, so that rpcx's XClient makes another
+// for the server, and drops the server-message channel it registered, if
+// no newer RPCClient has registered since: a closed rpcx client delivers
+// nothing more either. The lanes stay, as they are the Client's.
 func (r *rpcClient) Close() error {
 	r.closed.Store(true)
+	r.bc.push.unregister(r.addr, r)
 	return nil
 }
 
@@ -214,15 +220,24 @@ func (r *rpcClient) RemoteAddr() string { return r.addr }
 
 // RegisterServerMessageChan makes ch receive the messages the server
 // pushes on the lanes (or the plain connection) to this address; rpcx's
-// XClient calls it with its bidirectional channel, nil for none.
+// XClient calls it with its bidirectional channel, nil for none. A nil ch
+// clears only this RPCClient's own registration, as it clears only its own
+// field on rpcx: an XClient without a channel over a shared Client leaves
+// the Client's channel alone.
 func (r *rpcClient) RegisterServerMessageChan(ch chan<- *protocol.Message) {
-	r.bc.push.register(r.addr, r.owner, ch)
+	if ch == nil {
+		r.bc.push.unregister(r.addr, r)
+		return
+	}
+	r.bc.push.register(r.addr, r, r.owner, ch)
 }
 
-// UnregisterServerMessageChan removes the channel this RPCClient's XClient
-// registered for the address; one registered since by another XClient on
-// the same Client stays.
-func (r *rpcClient) UnregisterServerMessageChan() { r.bc.push.register(r.addr, r.owner, nil) }
+// UnregisterServerMessageChan removes the channel this RPCClient
+// registered for the address, as rpcx's clears its own field: a channel
+// registered since, by a newer RPCClient of the same XClient (rpcx
+// unregisters a client it removes even after it cached another for the
+// server) or by anyone else, stays.
+func (r *rpcClient) UnregisterServerMessageChan() { r.bc.push.unregister(r.addr, r) }
 
 func (r *rpcClient) IsClosing() bool { return r.closed.Load() || r.bc.isClosed() }
 
