@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
-	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
 
 // errHeld fails the calls holdPlugin holds. It is not a service error, so
