@@ -18,11 +18,13 @@ type Result[R any] struct {
 	Value R
 }
 
-// outcome is one node's answer: reply set on success, err otherwise.
+// outcome is one node's answer: reply set on success, err otherwise, and
+// the response metadata that came with it (see resmeta.go).
 type outcome struct {
 	node  string
 	reply any
 	err   *NodeError
+	meta  map[string]string
 }
 
 // spec is one group call being run.
@@ -38,6 +40,8 @@ type spec struct {
 	// own is the call's copy of args, made by own() before args are handed
 	// to anything that may read them after the operation returned.
 	own *argsCopy
+	// res is the caller's response-metadata map (see takeRes).
+	res resSink
 }
 
 // takeArgs makes the call's own copy of args, once, on the caller's
@@ -88,24 +92,27 @@ func (g *Group) newSpec(policy, service, method string, args any, newReply func(
 	return s
 }
 
-// call runs the call with args on one node and waits for its answer.
+// call runs the call with args on one node and waits for its answer. The
+// node call gets a response-metadata map of its own (see resContext),
+// which the outcome carries.
 func (s *spec) call(ctx context.Context, node string, args any) outcome {
 	if s.cfg.nodeTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.nodeTimeout)
 		defer cancel()
 	}
+	ctx, md := s.resContext(ctx, node)
 	reply := s.newReply()
 	if s.g.isLocal(node) {
 		if err := s.g.local.call(ctx, s.service, s.method, args, reply); err != nil {
-			return outcome{node: node, err: rejection(node, err)}
+			return outcome{node: node, err: rejection(node, err), meta: localResMeta(md, err)}
 		}
-		return outcome{node: node, reply: reply}
+		return outcome{node: node, reply: reply, meta: md}
 	}
 	if err := s.g.caller.Call(ctx, node, s.service, s.method, args, reply); err != nil {
-		return outcome{node: node, err: s.remoteError(ctx, node, err)}
+		return outcome{node: node, err: s.remoteError(ctx, node, err), meta: md}
 	}
-	return outcome{node: node, reply: reply}
+	return outcome{node: node, reply: reply, meta: md}
 }
 
 // remoteError classifies a remote call's error.
@@ -140,7 +147,14 @@ type fanIn struct {
 	s     *spec
 	ctx   context.Context
 	done  chan *client.Call
-	nodes map[*client.Call]string
+	nodes map[*client.Call]nodeCall
+}
+
+// nodeCall is one node call of a fan-out: its node, and the
+// response-metadata map its context holds (nil: none).
+type nodeCall struct {
+	node string
+	md   map[string]string
 }
 
 // fanOut starts the call on every node and returns the fan-in its
@@ -152,16 +166,20 @@ type fanIn struct {
 // waits for a reader: each call ends on its own, whether or not anyone
 // still listens.
 func (s *spec) fanOut(ctx context.Context, nodes []string) *fanIn {
-	f := &fanIn{s: s, ctx: ctx, done: make(chan *client.Call, len(nodes)), nodes: make(map[*client.Call]string, len(nodes))}
+	f := &fanIn{s: s, ctx: ctx, done: make(chan *client.Call, len(nodes)), nodes: make(map[*client.Call]nodeCall, len(nodes))}
 	gc, hasGo := s.g.caller.(goCaller)
 	for _, n := range nodes {
 		if hasGo && s.cfg.nodeTimeout == 0 && !s.g.isLocal(n) {
-			call := gc.Go(ctx, n, s.service, s.method, s.own.shared, s.newReply(), f.done)
-			f.nodes[call] = n
+			// A Go leaves the response metadata on the call (rpcx's Go
+			// does); the map of its own is for a Caller that fills the
+			// context's, as Call does.
+			nctx, md := s.resContext(ctx, n)
+			call := gc.Go(nctx, n, s.service, s.method, s.own.shared, s.newReply(), f.done)
+			f.nodes[call] = nodeCall{node: n, md: md}
 			continue
 		}
 		call := &client.Call{Done: f.done}
-		f.nodes[call] = n
+		f.nodes[call] = nodeCall{node: n}
 		args, err := s.argsFor(n)
 		if err != nil {
 			call.Error = &NodeError{Node: n, Err: err, kind: ErrUnreachable}
@@ -172,7 +190,7 @@ func (s *spec) fanOut(ctx context.Context, nodes []string) *fanIn {
 			nctx, stop := s.g.nodeContext(ctx)
 			defer stop()
 			o := s.call(nctx, n, args)
-			call.Reply = o.reply
+			call.Reply, call.ResMetadata = o.reply, o.meta
 			if o.err != nil {
 				call.Error = o.err
 			}
@@ -190,15 +208,19 @@ func (s *spec) fanOut(ctx context.Context, nodes []string) *fanIn {
 func (f *fanIn) next() (outcome, bool) {
 	select {
 	case call := <-f.done:
-		node := f.nodes[call]
+		nc := f.nodes[call]
+		node, meta := nc.node, call.ResMetadata
+		if len(meta) == 0 {
+			meta = nc.md
+		}
 		var ne *NodeError
 		switch {
 		case call.Error == nil:
-			return outcome{node: node, reply: call.Reply}, true
+			return outcome{node: node, reply: call.Reply, meta: meta}, true
 		case errors.As(call.Error, &ne) && ne.Node == node:
-			return outcome{node: node, err: ne}, true
+			return outcome{node: node, err: ne, meta: meta}, true
 		default:
-			return outcome{node: node, err: f.s.remoteError(f.ctx, node, call.Error)}, true
+			return outcome{node: node, err: f.s.remoteError(f.ctx, node, call.Error), meta: meta}, true
 		}
 	case <-f.ctx.Done():
 		return outcome{}, false

@@ -93,7 +93,8 @@ func (p *PlainCaller) conn(addr string) (*client.Client, error) {
 }
 
 // Call runs service.method at addr over plain rpcx and waits for the
-// reply or the end of ctx. It waits on rpcx's Go rather than calling
+// reply or the end of ctx, and fills the response-metadata map in ctx as
+// rpcx's Client.Call does. It waits on rpcx's Go rather than calling
 // rpcx's Call, whose cancellation path races with its own sender (rpcx
 // v1.9.4 reads the call's sequence number while the sending goroutine
 // writes it); a call abandoned here completes when its reply comes or its
@@ -106,6 +107,7 @@ func (p *PlainCaller) Call(ctx context.Context, addr, service, method string, ar
 	call := c.Go(ctx, service, method, args, reply, make(chan *client.Call, 1))
 	select {
 	case <-call.Done:
+		fillResMetadata(ctx, call.ResMetadata, c.Conn)
 		return call.Error
 	case <-ctx.Done():
 		return ctx.Err()
@@ -113,7 +115,8 @@ func (p *PlainCaller) Call(ctx context.Context, addr, service, method string, ar
 }
 
 // Go starts service.method at addr over plain rpcx and returns at once;
-// the call is sent on done when it completes. A failed connect completes it
+// the call is sent on done when it completes, its response metadata on the
+// call (as rpcx's Go leaves it). A failed connect completes it
 // at once with the error.
 func (p *PlainCaller) Go(ctx context.Context, addr, service, method string, args, reply any, done chan *client.Call) *client.Call {
 	if done == nil {

@@ -41,5 +41,23 @@
 // on the caller's goroutine (see Group); arguments that cannot be encoded
 // fail the operation with ErrEncode, casts included, and nothing is sent.
 // A cast's later fate (an unreachable node, a handler's error) is not
-// reported.
+// reported. The local node tried first by CallOne and CallAny gets args
+// (and ctx) themselves; the other nodes get them as they were before it
+// ran.
+//
+// Response metadata: when ctx holds a map at share.ResMetaDataKey, as for
+// rpcx's Call, CallOne, CallAny, CallAll and CallAllWait fill it as rpcx's
+// XClient.Broadcast and Fork do, with every answering node's metadata
+// (the error text under protocol.ServiceError for a rejection) and
+// share.ServerAddress; unlike rpcx's, without a data race. Each node call
+// gets a map of its own, merged into the caller's on the caller's
+// goroutine, under the share.Context's lock when ctx is one, in the order
+// the policy takes the answers: the node whose answer decided the call is
+// merged last, so on a success share.ServerAddress names the winner (for
+// CallAll, the last node to answer) and a key several nodes set holds the
+// last one's value. Answers that come after the operation returned (the
+// losers of CallAny, the rest after CallAll's first rejection) are not
+// merged: the operation is done with the map when it returns. The local
+// node's handler gets a map of its own, as an rpcx server's handler does;
+// its share.ServerAddress is the local address. Casts get no metadata.
 package group

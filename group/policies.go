@@ -113,23 +113,29 @@ func (s *spec) callOne(ctx context.Context) (outcome, error) {
 	if s.g.isClosed() {
 		return outcome{}, s.closedErr()
 	}
-	errs := Rejections{}
-	for _, n := range selector.Order(s.nodes, s.g.Local()) {
-		// The local node runs on this goroutine, done before it returns:
-		// it gets args itself. A remote call may go on reading its
-		// arguments after it returned (rpcx's client does when ctx ends),
-		// so it gets the call's own copy.
-		args := s.args
-		if !s.g.isLocal(n) {
-			if s.own == nil {
-				if err := s.takeArgs(); err != nil {
-					return outcome{}, err
-				}
-				ctx = s.ownContext(ctx)
-			}
-			args = s.own.shared
+	s.takeRes(ctx)
+	order := selector.Order(s.nodes, s.g.Local())
+	// The local node, tried first, runs on this goroutine, done before it
+	// returns: it gets args and ctx themselves. A remote call may go on
+	// reading its arguments after it returned (rpcx's client does when ctx
+	// ends), so it gets the call's own copy, taken before the local call:
+	// the local handler may change what it was given.
+	own := ctx
+	if len(order) > 1 || !s.g.isLocal(order[0]) {
+		if err := s.takeArgs(); err != nil {
+			return outcome{}, err
 		}
-		o := s.call(ctx, n, args)
+		own = s.ownContext(ctx)
+	}
+	errs := Rejections{}
+	for _, n := range order {
+		var o outcome
+		if s.g.isLocal(n) {
+			o = s.call(ctx, n, s.args)
+		} else {
+			o = s.call(own, n, s.own.shared)
+		}
+		s.mergeRes(o.node, o.meta)
 		if o.err == nil {
 			return o, nil
 		}
@@ -150,24 +156,29 @@ func (s *spec) callAny(ctx context.Context) (outcome, error) {
 	if s.g.isClosed() {
 		return outcome{}, s.closedErr()
 	}
+	s.takeRes(ctx)
 	rest := s.nodes
 	errs := Rejections{}
+	own := ctx
 	if li := s.localIndex(); li >= 0 {
 		rest = append(s.nodes[:li:li], s.nodes[li+1:]...)
 		if len(rest) > 0 {
-			// Before the local call: arguments the others cannot get
-			// fail the call before anything ran.
+			// Before the local call, which gets args and ctx themselves
+			// and may change them: the others get them as they were, and
+			// arguments the others cannot get fail the call before
+			// anything ran.
 			if err := s.takeArgs(); err != nil {
 				return outcome{}, err
 			}
+			own = s.ownContext(ctx)
 		}
 		o := s.call(ctx, s.nodes[li], s.args)
+		s.mergeRes(o.node, o.meta)
 		if o.err == nil {
-			cctx := s.ownContext(ctx)
 			for _, n := range rest {
 				// Only ErrClosed is possible here, Close having begun
 				// meanwhile: the local result stands.
-				_ = s.cast(cctx, n)
+				_ = s.cast(own, n)
 			}
 			return o, nil
 		}
@@ -176,18 +187,19 @@ func (s *spec) callAny(ctx context.Context) (outcome, error) {
 		}
 		errs = append(errs, o.err) // a local call is never unreachable
 	}
-	if len(rest) > 0 {
+	if len(rest) > 0 && s.own == nil {
 		if err := s.takeArgs(); err != nil {
 			return outcome{}, err
 		}
-		ctx = s.ownContext(ctx)
+		own = s.ownContext(ctx)
 	}
-	f := s.fanOut(ctx, rest)
+	f := s.fanOut(own, rest)
 	for range rest {
 		o, ok := f.next()
 		if !ok {
 			return outcome{}, s.interrupted(ctx)
 		}
+		s.mergeRes(o.node, o.meta)
 		if o.err == nil {
 			return o, nil
 		}
@@ -214,6 +226,7 @@ func (s *spec) callAll(ctx context.Context) ([]outcome, error) {
 	if err := s.takeArgs(); err != nil {
 		return nil, err
 	}
+	s.takeRes(ctx)
 	ctx = s.ownContext(ctx)
 	f := s.fanOut(ctx, s.nodes)
 	oks := make([]outcome, 0, len(s.nodes))
@@ -222,6 +235,7 @@ func (s *spec) callAll(ctx context.Context) ([]outcome, error) {
 		if !ok {
 			return nil, s.interrupted(ctx)
 		}
+		s.mergeRes(o.node, o.meta)
 		if o.err == nil {
 			oks = append(oks, o)
 			continue
@@ -255,6 +269,7 @@ func (s *spec) callAllWait(ctx context.Context) ([]outcome, []*NodeError) {
 		}
 		return oks, errs
 	}
+	s.takeRes(ctx)
 	ctx = s.ownContext(ctx)
 	f := s.fanOut(ctx, s.nodes)
 	owed := make(map[string]int, len(s.nodes)) // answers each node still owes
@@ -275,6 +290,7 @@ func (s *spec) callAllWait(ctx context.Context) ([]outcome, []*NodeError) {
 			return oks, errs
 		}
 		owed[o.node]--
+		s.mergeRes(o.node, o.meta)
 		if o.err == nil {
 			oks = append(oks, o)
 		} else {

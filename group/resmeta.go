@@ -1,0 +1,103 @@
+package group
+
+import (
+	"context"
+	"net"
+
+	"github.com/smallnest/rpcx/protocol"
+	"github.com/smallnest/rpcx/share"
+)
+
+// Response metadata. rpcx's caller puts a map at share.ResMetaDataKey in
+// its context and the client fills it when the call returns (rpcx's
+// Client.Call: every key of the reply's metadata, and share.ServerAddress,
+// under the share.Context's lock when the context is one). rpcx's
+// XClient.Broadcast and Fork hand that one map to every server's call at
+// once, each under a lock of its own (or none), and Fork's losers go on
+// writing it after Fork returned: a data race. A group operation gives
+// each node call a map of its own and merges it into the caller's on the
+// caller's goroutine, under the caller's share.Context lock, as the
+// policy takes that node's answer (a reply or a rejection), in that
+// order, so the node whose answer decided the operation is merged last.
+// Answers that come after the operation returned are not merged: the
+// operation is done with the caller's map when it returns.
+
+// resSink is the caller's response-metadata map, if any, and the lock
+// that guards it.
+type resSink struct {
+	m  map[string]string
+	sc *share.Context // the caller's context when it is rpcx's share.Context
+}
+
+// takeRes records the caller's response-metadata map; it must run on the
+// caller's context as given, before the operation derives its own.
+func (s *spec) takeRes(ctx context.Context) {
+	m, ok := ctx.Value(share.ResMetaDataKey).(map[string]string)
+	if !ok || m == nil {
+		return
+	}
+	s.res.m = m
+	s.res.sc, _ = ctx.(*share.Context)
+}
+
+// resContext returns ctx with a response-metadata map of the node call's
+// own, and the map: for every node when the caller asked for metadata,
+// and always for the local node, whose handler expects one as an rpcx
+// server gives every handler. Otherwise it returns ctx and nil.
+func (s *spec) resContext(ctx context.Context, node string) (context.Context, map[string]string) {
+	if s.res.m == nil && !s.g.isLocal(node) {
+		return ctx, nil
+	}
+	md := make(map[string]string)
+	return context.WithValue(ctx, share.ResMetaDataKey, md), md
+}
+
+// mergeRes merges one node's response metadata into the caller's map, as
+// rpcx's Client.Call does (a reply without metadata leaves the map alone):
+// every key, and share.ServerAddress, which is the transport's word for
+// the server's address when it gave one, and node otherwise.
+func (s *spec) mergeRes(node string, md map[string]string) {
+	if s.res.m == nil || len(md) == 0 {
+		return
+	}
+	if s.res.sc != nil {
+		s.res.sc.Lock()
+		defer s.res.sc.Unlock()
+	}
+	for k, v := range md {
+		s.res.m[k] = v
+	}
+	if _, ok := md[share.ServerAddress]; !ok {
+		s.res.m[share.ServerAddress] = node
+	}
+}
+
+// localResMeta completes the local node's response metadata as an rpcx
+// server would: a rejection's error text under protocol.ServiceError.
+func localResMeta(md map[string]string, err error) map[string]string {
+	if err != nil && md != nil {
+		md[protocol.ServiceError] = err.Error()
+	}
+	return md
+}
+
+// fillResMetadata does with a completed plain rpcx call's response
+// metadata what rpcx's Client.Call does (PlainCaller waits on rpcx's Go,
+// which leaves that to Call).
+func fillResMetadata(ctx context.Context, res map[string]string, conn net.Conn) {
+	if len(res) == 0 || conn == nil {
+		return
+	}
+	m, ok := ctx.Value(share.ResMetaDataKey).(map[string]string)
+	if !ok || m == nil {
+		return
+	}
+	if sc, ok := ctx.(*share.Context); ok {
+		sc.Lock()
+		defer sc.Unlock()
+	}
+	for k, v := range res {
+		m[k] = v
+	}
+	m[share.ServerAddress] = conn.RemoteAddr().String()
+}
