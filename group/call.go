@@ -233,23 +233,33 @@ func (f *fanIn) next() (outcome, bool) {
 // returning does not drop casts that were still being queued. It runs on
 // a goroutine of the group, which ends when the cast is queued (or fails
 // to be), or, for the local node, when the handler returns; Close ends
-// its context and waits for it. The error is the copy's (ErrEncode) or
-// ErrClosed; what happens to the cast later is not reported.
+// its context and waits for it. When the group already runs its bound of
+// casts, cast first waits for one to end, within ctx. The error is the
+// copy's (ErrEncode), ErrCastsInFlight or ErrClosed; what happens to the
+// cast later is not reported.
 func (s *spec) cast(ctx context.Context, node string) error {
 	args, err := s.argsFor(node)
 	if err != nil {
 		return err
 	}
+	if err := s.acquireCast(ctx); err != nil {
+		return err
+	}
 	started := s.g.goOwned(func() {
+		defer s.g.releaseCast()
 		cctx, stop := s.g.castContext(ctx)
 		defer stop()
 		if s.g.isLocal(node) {
+			// Its handler gets a response-metadata map, as an rpcx
+			// server's does for a oneway call; nobody reads it.
+			cctx, _ := s.resContext(cctx, node)
 			_ = s.g.local.call(cctx, s.service, s.method, args, nil)
 			return
 		}
 		_ = s.g.caller.Cast(cctx, node, s.service, s.method, args)
 	})
 	if !started {
+		s.g.releaseCast()
 		return s.closedErr()
 	}
 	return nil

@@ -30,7 +30,9 @@ import (
 //
 // The goroutines a Group starts (casts, and per-node calls run on a
 // goroutine of their own) belong to it: Close ends their contexts and
-// waits for them.
+// waits for them. Casts in flight are bounded (WithMaxCastsInFlight): a
+// cast beyond the bound waits, within its caller's context, for one to
+// end.
 type Group struct {
 	caller Caller
 	local  *local // nil: no local node
@@ -45,6 +47,9 @@ type Group struct {
 	closeOne sync.Once
 
 	owned // the goroutines of casts and fan-outs, which Close ends and waits for
+
+	// castSlots holds a token per cast in flight (see WithMaxCastsInFlight).
+	castSlots chan struct{}
 }
 
 // Option configures a Group.
@@ -55,6 +60,7 @@ type groupConfig struct {
 	disc      client.ServiceDiscovery
 	localAddr string
 	localSvcs map[string]any
+	maxCasts  int
 }
 
 // WithNodes sets a fixed node list: addresses "host:port", or rpcx's
@@ -116,7 +122,10 @@ func New(caller Caller, opts ...Option) (*Group, error) {
 			return nil, err
 		}
 	}
-	g := &Group{caller: caller, nodes: normalize(cfg.nodes)}
+	if cfg.maxCasts == 0 {
+		cfg.maxCasts = DefaultMaxCastsInFlight
+	}
+	g := &Group{caller: caller, nodes: normalize(cfg.nodes), castSlots: make(chan struct{}, cfg.maxCasts)}
 	g.owned.init()
 	if cfg.localAddr != "" {
 		l, err := newLocal(selector.Strip(cfg.localAddr), cfg.localSvcs)

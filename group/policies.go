@@ -33,8 +33,10 @@ func CallOne[R any](ctx context.Context, g *Group, service, method string, args 
 // CallAny asks every node and takes the first success. If the local node
 // is in the list it is called first and alone; when it succeeds the call is
 // cast to the other nodes and the local result returned without waiting.
-// Otherwise (or when it fails) the other nodes are called in parallel and
-// the first success wins. When every node fails the error is the
+// (The casts count against WithMaxCastsInFlight: when the group runs its
+// bound, CallAny waits for room within ctx before it returns, and drops
+// the casts left when ctx ends.) Otherwise (or when it fails) the other
+// nodes are called in parallel and the first success wins. When every node fails the error is the
 // Rejections (the local one first, then in arrival order); when none could
 // be reached (with the default Unreachable(false)) it is ErrNoneAvailable;
 // an empty list gives ErrEmptyNodes.
@@ -76,7 +78,10 @@ func CallAllWait[R any](ctx context.Context, g *Group, service, method string, a
 // returns at once, done with args (see Group); what happens to the cast
 // afterwards is not reported. Its error is ErrEmptyNodes for an empty
 // list, ErrEncode when args cannot be encoded (nothing is sent), ErrClosed
-// after Close. The cast keeps ctx's deadline but not its cancellation.
+// after Close, and ErrCastsInFlight when the group runs as many casts as
+// WithMaxCastsInFlight allows and ctx ended before one of them did (the
+// cast was not started). The cast keeps ctx's deadline but not its
+// cancellation.
 func CastOne(ctx context.Context, g *Group, service, method string, args any, opts ...CallOption) error {
 	return g.newSpec("CastOne", service, method, args, nil, opts).castOne(ctx)
 }
@@ -86,7 +91,10 @@ func CastOne(ctx context.Context, g *Group, service, method string, args any, op
 // once, done with args (see Group); what happens to each cast afterwards
 // (an unreachable node, a handler's error) is not reported. Its error is
 // ErrEncode when args cannot be encoded (nothing is sent to any node),
-// ErrClosed after Close, and nil otherwise, an empty list included. The
+// ErrClosed after Close, ErrCastsInFlight when the group runs as many
+// casts as WithMaxCastsInFlight allows and ctx ended before one of them
+// did (the casts to the nodes before that one in the list were started,
+// the rest were not), and nil otherwise, an empty list included. The
 // casts keep ctx's deadline but not its cancellation.
 func CastAll(ctx context.Context, g *Group, service, method string, args any, opts ...CallOption) error {
 	return g.newSpec("CastAll", service, method, args, nil, opts).castAll(ctx)
@@ -176,8 +184,9 @@ func (s *spec) callAny(ctx context.Context) (outcome, error) {
 		s.mergeRes(o.node, o.meta)
 		if o.err == nil {
 			for _, n := range rest {
-				// Only ErrClosed is possible here, Close having begun
-				// meanwhile: the local result stands.
+				// Only ErrClosed (Close having begun meanwhile) and
+				// ErrCastsInFlight (ctx ended while the cast waited for
+				// room) are possible here: the local result stands.
 				_ = s.cast(own, n)
 			}
 			return o, nil
