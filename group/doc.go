@@ -51,7 +51,8 @@
 // (the error text under protocol.ServiceError for a rejection) and
 // share.ServerAddress; unlike rpcx's, without a data race. Each node call
 // gets a map of its own, merged into the caller's on the caller's
-// goroutine, under the share.Context's lock when ctx is one, in the order
+// goroutine, under the share.Context's lock when ctx is one or derives
+// from one (rpcx's Call locks only the former), in the order
 // the policy takes the answers: the node whose answer decided the call is
 // merged last, so on a success share.ServerAddress names the winner (for
 // CallAll, the last node to answer) and a key several nodes set holds the

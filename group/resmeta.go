@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"net"
+	"sync"
 
 	"github.com/smallnest/rpcx/protocol"
 	"github.com/smallnest/rpcx/share"
@@ -16,7 +17,8 @@ import (
 // once, each under a lock of its own (or none), and Fork's losers go on
 // writing it after Fork returned: a data race. A group operation gives
 // each node call a map of its own and merges it into the caller's on the
-// caller's goroutine, under the caller's share.Context lock, as the
+// caller's goroutine, under the caller's share.Context lock (found also
+// through a context derived from it), as the
 // policy takes that node's answer (a reply or a rejection), in that
 // order, so the node whose answer decided the operation is merged last.
 // Answers that come after the operation returned are not merged: the
@@ -26,7 +28,7 @@ import (
 // that guards it.
 type resSink struct {
 	m  map[string]string
-	sc *share.Context // the caller's context when it is rpcx's share.Context
+	mu *sync.Mutex // the lock of the caller's share.Context, if any
 }
 
 // takeRes records the caller's response-metadata map; it must run on the
@@ -36,8 +38,18 @@ func (s *spec) takeRes(ctx context.Context) {
 	if !ok || m == nil {
 		return
 	}
-	s.res.m = m
-	s.res.sc, _ = ctx.(*share.Context)
+	s.res.m, s.res.mu = m, shareLock(ctx)
+}
+
+// shareLock returns the lock of the rpcx share.Context ctx is or derives
+// from (share.NewContext stores it under share.ContextTagsLock), or nil.
+// rpcx's Client.Call locks only a ctx that is the share.Context itself and
+// writes the map unlocked through a derived one (a timeout added, say),
+// racing a caller that guards the map with the lock. It must not be called
+// with the lock held: share.Context's Value takes it.
+func shareLock(ctx context.Context) *sync.Mutex {
+	mu, _ := ctx.Value(share.ContextTagsLock).(*sync.Mutex)
+	return mu
 }
 
 // resContext returns ctx with a response-metadata map of the node call's
@@ -60,9 +72,9 @@ func (s *spec) mergeRes(node string, md map[string]string) {
 	if s.res.m == nil || len(md) == 0 {
 		return
 	}
-	if s.res.sc != nil {
-		s.res.sc.Lock()
-		defer s.res.sc.Unlock()
+	if s.res.mu != nil {
+		s.res.mu.Lock()
+		defer s.res.mu.Unlock()
 	}
 	for k, v := range md {
 		s.res.m[k] = v
@@ -83,7 +95,8 @@ func localResMeta(md map[string]string, err error) map[string]string {
 
 // fillResMetadata does with a completed plain rpcx call's response
 // metadata what rpcx's Client.Call does (PlainCaller waits on rpcx's Go,
-// which leaves that to Call).
+// which leaves that to Call), taking the share.Context's lock as
+// shareLock finds it.
 func fillResMetadata(ctx context.Context, res map[string]string, conn net.Conn) {
 	if len(res) == 0 || conn == nil {
 		return
@@ -92,9 +105,9 @@ func fillResMetadata(ctx context.Context, res map[string]string, conn net.Conn) 
 	if !ok || m == nil {
 		return
 	}
-	if sc, ok := ctx.(*share.Context); ok {
-		sc.Lock()
-		defer sc.Unlock()
+	if mu := shareLock(ctx); mu != nil {
+		mu.Lock()
+		defer mu.Unlock()
 	}
 	for k, v := range res {
 		m[k] = v

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -99,7 +100,9 @@ func groupCallers(t *testing.T) map[string]group.Caller {
 // the caller's map to every node at once (the local node's handler, and
 // the transports' Call under a NodeTimeout, wrote it concurrently and
 // unlocked: a race), and filled nothing on the paths that use the
-// Caller's Go (the PlainCaller's Call filled nothing at all).
+// Caller's Go (the PlainCaller's Call filled nothing at all). The lock is
+// found also through a context derived from the share.Context (rpcx's
+// Call takes it only from the share.Context itself).
 func TestFanOutResponseMetadataMerged(t *testing.T) {
 	for cname, caller := range groupCallers(t) {
 		b1, _ := startTagger(t, true)
@@ -118,8 +121,16 @@ func TestFanOutResponseMetadataMerged(t *testing.T) {
 
 		for _, opts := range [][]group.CallOption{{group.NodeTimeout(5 * time.Second)}, nil} {
 			name := fmt.Sprintf("%s/NodeTimeout=%v", cname, opts != nil)
-			for i := 0; i < 5; i++ {
-				ctx, res := resCtx(t)
+			for i := 0; i < 6; i++ {
+				sc, res := resCtx(t)
+				var ctx context.Context = sc
+				if i%2 == 1 {
+					// A context derived from the share.Context: its lock
+					// still guards the map.
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(sc, 10*time.Second)
+					defer cancel()
+				}
 				// The caller's own goroutine reads the map under the
 				// context's lock while the operation runs.
 				stop, readerDone := make(chan struct{}), make(chan struct{})
@@ -130,8 +141,8 @@ func TestFanOutResponseMetadataMerged(t *testing.T) {
 						case <-stop:
 							return
 						default:
-							_ = readRes(ctx, res)
-							time.Sleep(time.Millisecond)
+							_ = readRes(sc, res)
+							runtime.Gosched()
 						}
 					}
 				}()
@@ -148,8 +159,8 @@ func TestFanOutResponseMetadataMerged(t *testing.T) {
 				delete(got, share.ServerAddress)
 				require.Equal(t, want, got, name)
 
-				ctx, res = resCtx(t)
-				oks, errs := group.CallAllWait[string](ctx, g, "Tag", "Tag", args, opts...)
+				sc, res = resCtx(t)
+				oks, errs := group.CallAllWait[string](sc, g, "Tag", "Tag", args, opts...)
 				require.Empty(t, errs, name)
 				require.Len(t, oks, 4, name)
 				require.Equal(t, oks[len(oks)-1].Node, res[share.ServerAddress], "%s: CallAllWait merges in arrival order", name)
