@@ -41,25 +41,27 @@ type argsCopy struct {
 	shared any
 }
 
-// copyArgs encodes args with the codec of st and decodes the bytes back
-// into a new value of args's type. nil stays nil. The error wraps
-// ErrEncode and the codec's error.
-func copyArgs(st protocol.SerializeType, args any) (*argsCopy, error) {
+// take makes a the copy of args with the codec of st: it encodes args and
+// decodes the bytes back into a new value of args's type. nil stays nil.
+// The error wraps ErrEncode and the codec's error.
+func (a *argsCopy) take(st protocol.SerializeType, args any) error {
+	*a = argsCopy{st: st}
 	if args == nil {
-		return &argsCopy{st: st}, nil
+		return nil
 	}
 	if share.Codecs[st] == nil {
-		return nil, fmt.Errorf("%w: no rpcx codec is registered for serialize type %d", ErrEncode, st)
+		return fmt.Errorf("%w: no rpcx codec is registered for serialize type %d", ErrEncode, st)
 	}
-	a := &argsCopy{st: st, typ: reflect.TypeOf(args)}
+	a.typ = reflect.TypeOf(args)
 	var err error
-	if a.b, err = encodeGuarded(args, st); err != nil {
-		return nil, fmt.Errorf("%w: %T: %w", ErrEncode, args, err)
+	if a.b, err = encodeGuarded(args, st, sizeHint(st, a.typ)); err != nil {
+		return fmt.Errorf("%w: %T: %w", ErrEncode, args, err)
 	}
+	noteSize(st, a.typ, len(a.b))
 	if a.shared, err = a.decode(); err != nil {
-		return nil, err
+		return err
 	}
-	return a, nil
+	return nil
 }
 
 // fresh returns a new copy, for one consumer that may change it.
@@ -72,12 +74,7 @@ func (a *argsCopy) fresh() (any, error) {
 
 // decode decodes a.b into a new value of a.typ: a pointer type gets a new
 // pointee, any other type a new value.
-func (a *argsCopy) decode() (v any, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			v, err = nil, fmt.Errorf("%w: %v: decoding the arguments' own encoding back (to copy them) panicked: %v", ErrEncode, a.typ, r)
-		}
-	}()
+func (a *argsCopy) decode() (any, error) {
 	ptr := a.typ.Kind() == reflect.Pointer
 	var target reflect.Value
 	if ptr {
@@ -85,7 +82,7 @@ func (a *argsCopy) decode() (v any, err error) {
 	} else {
 		target = reflect.New(a.typ)
 	}
-	if err := fastcodec.Decode(a.st, a.b, target.Interface()); err != nil {
+	if err := decodeGuarded(a.b, a.st, target.Interface()); err != nil {
 		return nil, fmt.Errorf("%w: %v: decoding the arguments' own encoding back (to copy them) failed: %w", ErrEncode, a.typ, err)
 	}
 	if ptr {
@@ -94,16 +91,46 @@ func (a *argsCopy) decode() (v any, err error) {
 	return target.Elem().Interface(), nil
 }
 
+// transcode copies from into to (a pointer) through the codec of st, as
+// the wire would carry a value of one type to a handler that takes
+// another.
+func transcode(st protocol.SerializeType, from, to any) error {
+	b, err := encodeGuarded(from, st, 0)
+	if err != nil {
+		return fmt.Errorf("encoding %T: %w", from, err)
+	}
+	if err := decodeGuarded(b, st, to); err != nil {
+		return fmt.Errorf("decoding into %T: %w", to, err)
+	}
+	return nil
+}
+
 // encodeGuarded encodes args with the codec of st, as batchclient does
 // (internal/fastcodec: rpcx's codecs, msgpack's without its reflection
-// where it can), turning a panic into an error.
-func encodeGuarded(args any, st protocol.SerializeType) (b []byte, err error) {
+// where it can), into a buffer of capacity size when size > 0, turning a
+// panic into an error.
+func encodeGuarded(args any, st protocol.SerializeType, size int) (b []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			b, err = nil, fmt.Errorf("encoding panicked: %v", r)
 		}
 	}()
-	return fastcodec.Append(nil, st, args)
+	var dst []byte
+	if size > 0 {
+		dst = make([]byte, 0, size)
+	}
+	return fastcodec.Append(dst, st, args)
+}
+
+// decodeGuarded decodes b into v with the codec of st, turning a panic
+// into an error.
+func decodeGuarded(b []byte, st protocol.SerializeType, v any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("decoding panicked: %v", r)
+		}
+	}()
+	return fastcodec.Decode(st, b, v)
 }
 
 // ownContext returns ctx with a copy of its rpcx request metadata (the map
@@ -111,7 +138,7 @@ func encodeGuarded(args any, st protocol.SerializeType) (b []byte, err error) {
 // possibly after the operation returned: the caller may change its map as
 // soon as the operation returns, as with its arguments.
 func (s *spec) ownContext(ctx context.Context) context.Context {
-	m, ok := ctx.Value(share.ReqMetaDataKey).(map[string]string)
+	m, ok := ctx.Value(reqMetaKey).(map[string]string)
 	if !ok || len(m) == 0 {
 		return ctx
 	}
@@ -119,5 +146,5 @@ func (s *spec) ownContext(ctx context.Context) context.Context {
 		sc.Lock()
 		defer sc.Unlock()
 	}
-	return context.WithValue(ctx, share.ReqMetaDataKey, maps.Clone(m))
+	return context.WithValue(ctx, reqMetaKey, maps.Clone(m))
 }

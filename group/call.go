@@ -37,9 +37,11 @@ type spec struct {
 	newReply func() any // a fresh reply pointer; nil for casts
 	cfg      callConfig
 	nodes    []string
-	// own is the call's copy of args, made by own() before args are handed
-	// to anything that may read them after the operation returned.
-	own *argsCopy
+	// own is the call's copy of args, made by takeArgs before args are
+	// handed to anything that may read them after the operation returned;
+	// nil until then. It points to ownArgs.
+	own     *argsCopy
+	ownArgs argsCopy
 	// res is the caller's response-metadata map (see takeRes).
 	res resSink
 }
@@ -52,11 +54,10 @@ func (s *spec) takeArgs() error {
 	if s.own != nil {
 		return nil
 	}
-	a, err := copyArgs(serializeTypeOf(s.g.caller), s.args)
-	if err != nil {
+	if err := s.ownArgs.take(serializeTypeOf(s.g.caller), s.args); err != nil {
 		return fmt.Errorf("group: %s %s.%s: %w", s.policy, s.service, s.method, err)
 	}
-	s.own = a
+	s.own = &s.ownArgs
 	return nil
 }
 

@@ -98,7 +98,8 @@ func WithDiscovery(d client.ServiceDiscovery) Option {
 // arguments by reference when they are of the method's own type; one
 // that may outlive the operation (casts, CallAll, CallAllWait) gets a copy
 // of its own (see Group). Replies of the method's own type are passed by
-// reference; other types are copied through msgpack.
+// reference; other types are converted with the Caller's codec (as for
+// the arguments), as the wire would.
 func WithLocal(addr string, services map[string]any) Option {
 	return func(c *groupConfig) error {
 		if addr == "" {
@@ -128,7 +129,7 @@ func New(caller Caller, opts ...Option) (*Group, error) {
 	g := &Group{caller: caller, nodes: normalize(cfg.nodes), castSlots: make(chan struct{}, cfg.maxCasts)}
 	g.owned.init()
 	if cfg.localAddr != "" {
-		l, err := newLocal(selector.Strip(cfg.localAddr), cfg.localSvcs)
+		l, err := newLocal(selector.Strip(cfg.localAddr), serializeTypeOf(caller), cfg.localSvcs)
 		if err != nil {
 			return nil, err
 		}

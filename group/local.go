@@ -7,7 +7,6 @@ import (
 	"reflect"
 
 	"github.com/smallnest/rpcx/protocol"
-	"github.com/smallnest/rpcx/share"
 )
 
 // local runs calls to the local node in-process: the services registered
@@ -15,6 +14,7 @@ import (
 // func(ctx context.Context, args *A, reply *R) error.
 type local struct {
 	addr     string
+	st       protocol.SerializeType              // the Caller's codec, which converts types as the wire would
 	services map[string]map[string]reflect.Value // service → method → bound method
 }
 
@@ -23,9 +23,11 @@ var (
 	typeOfContext = reflect.TypeFor[context.Context]()
 )
 
-// newLocal checks every service and collects its rpcx-shaped methods.
-func newLocal(addr string, services map[string]any) (*local, error) {
-	l := &local{addr: addr, services: make(map[string]map[string]reflect.Value, len(services))}
+// newLocal checks every service and collects its rpcx-shaped methods;
+// arguments and replies of other types than a method's are converted with
+// the codec of st.
+func newLocal(addr string, st protocol.SerializeType, services map[string]any) (*local, error) {
+	l := &local{addr: addr, st: st, services: make(map[string]map[string]reflect.Value, len(services))}
 	for name, rcvr := range services {
 		v := reflect.ValueOf(rcvr)
 		if !v.IsValid() {
@@ -66,7 +68,7 @@ func (l *local) call(ctx context.Context, service, method string, args, reply an
 		return fmt.Errorf("%w: %s.%s", errLocalNoMethod, service, method)
 	}
 	mt := m.Type()
-	argv, err := convertArg(args, mt.In(1))
+	argv, err := l.convertArg(args, mt.In(1))
 	if err != nil {
 		return err
 	}
@@ -81,15 +83,17 @@ func (l *local) call(ctx context.Context, service, method string, args, reply an
 		return e
 	}
 	if copyBack {
-		return recode(replyv.Interface(), reply)
+		if err := transcode(l.st, replyv.Interface(), reply); err != nil {
+			return fmt.Errorf("group: local call: %w", err)
+		}
 	}
 	return nil
 }
 
 // convertArg gives args the method's argument type: as is, by address or
-// by dereference when only a pointer level differs, and through msgpack
-// otherwise (as the wire would).
-func convertArg(args any, want reflect.Type) (reflect.Value, error) {
+// by dereference when only a pointer level differs, and through the
+// Caller's codec otherwise (as the wire would).
+func (l *local) convertArg(args any, want reflect.Type) (reflect.Value, error) {
 	if args == nil {
 		return reflect.Zero(want), nil
 	}
@@ -108,8 +112,8 @@ func convertArg(args any, want reflect.Type) (reflect.Value, error) {
 	if want.Kind() == reflect.Pointer {
 		target = reflect.New(want.Elem())
 	}
-	if err := recode(args, target.Interface()); err != nil {
-		return reflect.Value{}, err
+	if err := transcode(l.st, args, target.Interface()); err != nil {
+		return reflect.Value{}, fmt.Errorf("group: local call: %w", err)
 	}
 	if want.Kind() == reflect.Pointer {
 		return target, nil
@@ -124,17 +128,4 @@ func replyValue(reply any, want reflect.Type) (reflect.Value, bool) {
 		return reflect.ValueOf(reply), false
 	}
 	return reflect.New(want.Elem()), reply != nil
-}
-
-// recode copies from into to through msgpack, rpcx's default codec.
-func recode(from, to any) error {
-	cd := share.Codecs[protocol.MsgPack]
-	b, err := cd.Encode(from)
-	if err != nil {
-		return fmt.Errorf("group: local call: encoding %T: %w", from, err)
-	}
-	if err := cd.Decode(b, to); err != nil {
-		return fmt.Errorf("group: local call: decoding into %T: %w", to, err)
-	}
-	return nil
 }

@@ -24,6 +24,15 @@ import (
 // Answers that come after the operation returned are not merged: the
 // operation is done with the caller's map when it returns.
 
+// rpcx's metadata keys as interface values, made once: ResMetaDataKey and
+// ReqMetaDataKey are variables, and converting one to the interface that
+// Value and WithValue take allocates each time.
+var (
+	reqMetaKey  any = share.ReqMetaDataKey
+	resMetaKey  any = share.ResMetaDataKey
+	tagsLockKey any = share.ContextTagsLock
+)
+
 // resSink is the caller's response-metadata map, if any, and the lock
 // that guards it.
 type resSink struct {
@@ -34,7 +43,7 @@ type resSink struct {
 // takeRes records the caller's response-metadata map; it must run on the
 // caller's context as given, before the operation derives its own.
 func (s *spec) takeRes(ctx context.Context) {
-	m, ok := ctx.Value(share.ResMetaDataKey).(map[string]string)
+	m, ok := ctx.Value(resMetaKey).(map[string]string)
 	if !ok || m == nil {
 		return
 	}
@@ -48,7 +57,7 @@ func (s *spec) takeRes(ctx context.Context) {
 // racing a caller that guards the map with the lock. It must not be called
 // with the lock held: share.Context's Value takes it.
 func shareLock(ctx context.Context) *sync.Mutex {
-	mu, _ := ctx.Value(share.ContextTagsLock).(*sync.Mutex)
+	mu, _ := ctx.Value(tagsLockKey).(*sync.Mutex)
 	return mu
 }
 
@@ -61,7 +70,7 @@ func (s *spec) resContext(ctx context.Context, node string) (context.Context, ma
 		return ctx, nil
 	}
 	md := make(map[string]string)
-	return context.WithValue(ctx, share.ResMetaDataKey, md), md
+	return context.WithValue(ctx, resMetaKey, md), md
 }
 
 // mergeRes merges one node's response metadata into the caller's map, as
@@ -101,7 +110,7 @@ func fillResMetadata(ctx context.Context, res map[string]string, conn net.Conn) 
 	if len(res) == 0 || conn == nil {
 		return
 	}
-	m, ok := ctx.Value(share.ResMetaDataKey).(map[string]string)
+	m, ok := ctx.Value(resMetaKey).(map[string]string)
 	if !ok || m == nil {
 		return
 	}
