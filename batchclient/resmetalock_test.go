@@ -10,7 +10,7 @@ import (
 	"github.com/smallnest/rpcx/share"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
 
 // A caller that shares its rpcx share.Context between goroutines guards

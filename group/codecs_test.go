@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rpcxbatch/rpcxbatch/group"
-	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
 
 // SentX is what the caller passes; TakenX is what the handler takes: the

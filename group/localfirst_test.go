@@ -12,7 +12,7 @@ import (
 
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
 	"github.com/rpcxbatch/rpcxbatch/group"
-	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
 
 // Mutator's handler changes what it was given: as the local node it

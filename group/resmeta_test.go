@@ -18,7 +18,7 @@ import (
 
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
 	"github.com/rpcxbatch/rpcxbatch/group"
-	"github.com/rpcxbatch/rpcxbatch/internal/testsvc"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
 
 // Tagger sets response metadata: "tag-<name>" (one key per node) and
