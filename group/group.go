@@ -26,7 +26,9 @@ import (
 // which is what the nodes get. Arguments that cannot be encoded, or whose
 // encoding does not decode back into their type, fail the operation with
 // ErrEncode before any node runs anything. The local node tried first by
-// CallOne and CallAny runs on the caller's goroutine and gets args itself.
+// CallOne and CallAny runs on the caller's goroutine and gets args (and
+// ctx) themselves; the copy the other nodes get is taken before it runs,
+// so what its handler changes does not reach them.
 //
 // The goroutines a Group starts (casts, and per-node calls run on a
 // goroutine of their own) belong to it: Close ends their contexts and

@@ -36,10 +36,11 @@ func CallOne[R any](ctx context.Context, g *Group, service, method string, args 
 // (The casts count against WithMaxCastsInFlight: when the group runs its
 // bound, CallAny waits for room within ctx before it returns, and drops
 // the casts left when ctx ends.) Otherwise (or when it fails) the other
-// nodes are called in parallel and the first success wins. When every node fails the error is the
-// Rejections (the local one first, then in arrival order); when none could
-// be reached (with the default Unreachable(false)) it is ErrNoneAvailable;
-// an empty list gives ErrEmptyNodes.
+// nodes are called in parallel and the first success wins. When every
+// node fails the error is the Rejections (the local one first, then in
+// arrival order); when none could be reached (with the default
+// Unreachable(false)) it is ErrNoneAvailable; an empty list gives
+// ErrEmptyNodes.
 func CallAny[R any](ctx context.Context, g *Group, service, method string, args any, opts ...CallOption) (Result[R], error) {
 	o, err := g.newSpec("CallAny", service, method, args, newOf[R], opts).callAny(ctx)
 	if err != nil {
