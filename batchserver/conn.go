@@ -171,11 +171,17 @@ func (c *conn) deliver(seq uint64, entries []codec.Entry, arrived time.Time) {
 // gapExpired closes the connection if frame want is still missing.
 func (c *conn) gapExpired(want uint64) {
 	c.orderMu.Lock()
-	stuck := c.nextSeq == want && len(c.held) > 0
-	c.gapTimer = nil
+	current := c.nextSeq == want
+	held := len(c.held)
+	if current {
+		// Only this timer's own gap: a timer that fired as deliver moved
+		// past want (too late for Stop) must not drop the reference to
+		// the timer armed for the next gap.
+		c.gapTimer = nil
+	}
 	c.orderMu.Unlock()
-	if stuck {
-		c.fail(fmt.Errorf("%w: frame %d never arrived (dropped before the plugin saw it?); %d later frames waited %v", codec.ErrMalformed, want, len(c.held), maxGap))
+	if current && held > 0 {
+		c.fail(fmt.Errorf("%w: frame %d never arrived (dropped before the plugin saw it?); %d later frames waited %v", codec.ErrMalformed, want, held, maxGap))
 	}
 }
 

@@ -104,3 +104,44 @@ func TestPeerRunningAheadClosed(t *testing.T) {
 	line, _ := rpcxLog.find("closing connection from " + raw.LocalAddr().String())
 	assert.Regexp(t, "out of sequence|never arrived", line)
 }
+
+// TestGapExpiresWhileFramesArrive: the missing frame's timer fires while
+// later frames keep arriving on the connection. The timer's check and the
+// frames' delivery share the held-frame table; the connection is closed
+// for the missing frame, and (under -race) nothing reads the table outside
+// its lock.
+func TestGapExpiresWhileFramesArrive(t *testing.T) {
+	addr, _, _ := startServer(t)
+	raw := rawDial(t, addr)
+	rawHandshake(t, raw)
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		// Frame 1 never comes; 2, 3, … arrive in bursts, across the
+		// moment the gap timer fires, until the server closes the
+		// connection (or, bounded, past twice the gap).
+		deadline := time.Now().Add(2 * missingFrameTimeout)
+		for seq := uint64(2); time.Now().Before(deadline); {
+			// Ten frames a millisecond: some are always on their way
+			// through rpcx when the timer fires, and fewer than the
+			// held-frame bound arrive within the gap.
+			var burst []byte
+			for range 10 {
+				burst = append(burst, batchMessage(frame(seq, mulEntry(0)))...)
+				seq++
+			}
+			if _, err := raw.Write(burst); err != nil {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	requireClosedByPeer(t, raw, 3*missingFrameTimeout)
+	<-closed
+	line, _ := rpcxLog.find("closing connection from " + raw.LocalAddr().String())
+	assert.Contains(t, line, "never arrived")
+}
+
+// missingFrameTimeout is how long the plugin waits for a missing frame
+// (conn.go's maxGap).
+const missingFrameTimeout = 2 * time.Second
