@@ -16,7 +16,9 @@ import (
 // text looks like a result come back intact from batch, plain and local
 // nodes.
 func TestResultFidelity(t *testing.T) {
-	ctx := ctxT(t, 10*time.Second)
+	// A bound on liveness, not on speed: 100k ints and 1 MiB under -race on
+	// a busy two-core machine took past 10 s.
+	ctx := ctxT(t, 30*time.Second)
 	a, _ := startNode(t, modeOK, true)
 	p, _ := startNode(t, modeOK, false)
 	l, _, _, _ := withLocal(t, modeOK)
