@@ -1,6 +1,10 @@
 package codec
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/mpack"
+)
 
 // Version is the frame format version this package writes and reads.
 const Version = 1
@@ -58,22 +62,22 @@ type Entry struct {
 // AppendBatchHeader starts a batch frame of n entries with the given frame
 // sequence number; n calls to AppendEntry must follow.
 func AppendBatchHeader(dst []byte, frameSeq uint64, n int) []byte {
-	dst = appendArrayLen(dst, 3)
-	dst = appendUint(dst, Version)
-	dst = appendUint(dst, frameSeq)
-	return appendArrayLen(dst, n)
+	dst = mpack.AppendArrayLen(dst, 3)
+	dst = mpack.AppendUint(dst, Version)
+	dst = mpack.AppendUint(dst, frameSeq)
+	return mpack.AppendArrayLen(dst, n)
 }
 
 // AppendEntry appends one entry to a batch frame started by AppendBatchHeader.
 func AppendEntry(dst []byte, e *Entry) []byte {
-	dst = appendArrayLen(dst, 8)
-	dst = appendUint(dst, uint64(e.Kind))
-	dst = appendUint(dst, e.ID)
-	dst = appendStr(dst, e.ServicePath)
-	dst = appendStr(dst, e.ServiceMethod)
+	dst = mpack.AppendArrayLen(dst, 8)
+	dst = mpack.AppendUint(dst, uint64(e.Kind))
+	dst = mpack.AppendUint(dst, e.ID)
+	dst = mpack.AppendStr(dst, e.ServicePath)
+	dst = mpack.AppendStr(dst, e.ServiceMethod)
 	dst = appendStrMap(dst, e.Metadata)
-	dst = appendUint(dst, uint64(e.SerializeType))
-	dst = appendBin(dst, e.Payload)
+	dst = mpack.AppendUint(dst, uint64(e.SerializeType))
+	dst = mpack.AppendBin(dst, e.Payload)
 	return appendInt(dst, e.TimeoutMicros)
 }
 

@@ -1,6 +1,10 @@
 package codec
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/mpack"
+)
 
 // A credit message hands window back to a lane: the server finished n more
 // casts and sends (entries that get no reply) on that connection. It is the
@@ -10,10 +14,10 @@ import "fmt"
 
 // AppendCredit encodes a credit of n entries.
 func AppendCredit(dst []byte, incarnation uint64, n uint64) []byte {
-	dst = appendArrayLen(dst, 3)
-	dst = appendUint(dst, Version)
-	dst = appendUint(dst, incarnation)
-	return appendUint(dst, n)
+	dst = mpack.AppendArrayLen(dst, 3)
+	dst = mpack.AppendUint(dst, Version)
+	dst = mpack.AppendUint(dst, incarnation)
+	return mpack.AppendUint(dst, n)
 }
 
 // DecodeCredit decodes a credit message.

@@ -1,6 +1,10 @@
 package codec
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/mpack"
+)
 
 // MethodDrain tells a lane that its server has begun a graceful shutdown
 // (server-pushed, oneway): the server answers every entry it has read, and
@@ -16,9 +20,9 @@ const MethodDrain = "Drain"
 
 // AppendDrain encodes a drain notice.
 func AppendDrain(dst []byte, incarnation uint64) []byte {
-	dst = appendArrayLen(dst, 2)
-	dst = appendUint(dst, Version)
-	return appendUint(dst, incarnation)
+	dst = mpack.AppendArrayLen(dst, 2)
+	dst = mpack.AppendUint(dst, Version)
+	return mpack.AppendUint(dst, incarnation)
 }
 
 // DecodeDrain decodes a drain notice.

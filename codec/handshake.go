@@ -3,6 +3,8 @@ package codec
 import (
 	"fmt"
 	"time"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/mpack"
 )
 
 // Handshake is what a batch server tells a client lane before the lane sends
@@ -42,13 +44,13 @@ const handshakeFields = 6
 
 // AppendHandshake encodes h.
 func AppendHandshake(dst []byte, h *Handshake) []byte {
-	dst = appendArrayLen(dst, handshakeFields)
-	dst = appendUint(dst, h.Version)
-	dst = appendUint(dst, uint64(h.PoolSize))
-	dst = appendUint(dst, uint64(h.BatchCap))
-	dst = appendUint(dst, uint64(h.MaxFrameBytes))
-	dst = appendUint(dst, h.Incarnation)
-	return appendUint(dst, uint64(h.Window))
+	dst = mpack.AppendArrayLen(dst, handshakeFields)
+	dst = mpack.AppendUint(dst, h.Version)
+	dst = mpack.AppendUint(dst, uint64(h.PoolSize))
+	dst = mpack.AppendUint(dst, uint64(h.BatchCap))
+	dst = mpack.AppendUint(dst, uint64(h.MaxFrameBytes))
+	dst = mpack.AppendUint(dst, h.Incarnation)
+	return mpack.AppendUint(dst, uint64(h.Window))
 }
 
 // DecodeHandshake decodes a handshake and checks its version.

@@ -1,95 +1,32 @@
 package codec
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/mpack"
 )
 
-// The functions below write and read the small msgpack subset the frames use:
-// unsigned and signed integers, strings, binaries, maps and arrays. They are
-// hand-written so the hot path does no reflection and every read is bounds
-// checked.
+// Frames are written with internal/mpack, the module's one msgpack writer
+// (the payload codec's compiled plans use it too), and read by the reader
+// below: the small subset the frames use (unsigned and signed integers,
+// strings, binaries, maps and arrays), without reflection, every read
+// bounds checked.
 
-func appendUint(b []byte, v uint64) []byte {
-	switch {
-	case v <= 0x7f:
-		return append(b, byte(v))
-	case v <= math.MaxUint8:
-		return append(b, 0xcc, byte(v))
-	case v <= math.MaxUint16:
-		return binary.BigEndian.AppendUint16(append(b, 0xcd), uint16(v))
-	case v <= math.MaxUint32:
-		return binary.BigEndian.AppendUint32(append(b, 0xce), uint32(v))
-	default:
-		return binary.BigEndian.AppendUint64(append(b, 0xcf), v)
-	}
-}
-
+// appendInt appends v in the forms reader.int reads: the smallest down to
+// -32 and int 64 below that, never int 8, 16 or 32, so that a frame this
+// version writes is one every earlier version reads.
 func appendInt(b []byte, v int64) []byte {
-	if v >= 0 {
-		return appendUint(b, uint64(v))
-	}
 	if v >= -32 {
-		return append(b, byte(v))
+		return mpack.AppendInt(b, v)
 	}
-	return binary.BigEndian.AppendUint64(append(b, 0xd3), uint64(v))
-}
-
-func appendStr(b []byte, s string) []byte {
-	n := len(s)
-	switch {
-	case n <= 31:
-		b = append(b, 0xa0|byte(n))
-	case n <= math.MaxUint8:
-		b = append(b, 0xd9, byte(n))
-	case n <= math.MaxUint16:
-		b = binary.BigEndian.AppendUint16(append(b, 0xda), uint16(n))
-	default:
-		b = binary.BigEndian.AppendUint32(append(b, 0xdb), uint32(n))
-	}
-	return append(b, s...)
-}
-
-func appendBin(b []byte, p []byte) []byte {
-	n := len(p)
-	switch {
-	case n <= math.MaxUint8:
-		b = append(b, 0xc4, byte(n))
-	case n <= math.MaxUint16:
-		b = binary.BigEndian.AppendUint16(append(b, 0xc5), uint16(n))
-	default:
-		b = binary.BigEndian.AppendUint32(append(b, 0xc6), uint32(n))
-	}
-	return append(b, p...)
-}
-
-func appendArrayLen(b []byte, n int) []byte {
-	switch {
-	case n <= 15:
-		return append(b, 0x90|byte(n))
-	case n <= math.MaxUint16:
-		return binary.BigEndian.AppendUint16(append(b, 0xdc), uint16(n))
-	default:
-		return binary.BigEndian.AppendUint32(append(b, 0xdd), uint32(n))
-	}
-}
-
-func appendMapLen(b []byte, n int) []byte {
-	switch {
-	case n <= 15:
-		return append(b, 0x80|byte(n))
-	case n <= math.MaxUint16:
-		return binary.BigEndian.AppendUint16(append(b, 0xde), uint16(n))
-	default:
-		return binary.BigEndian.AppendUint32(append(b, 0xdf), uint32(n))
-	}
+	return mpack.Append64(b, 0xd3, uint64(v))
 }
 
 func appendStrMap(b []byte, m map[string]string) []byte {
-	b = appendMapLen(b, len(m))
+	b = mpack.AppendMapLen(b, len(m))
 	for k, v := range m {
-		b = appendStr(appendStr(b, k), v)
+		b = mpack.AppendStr(mpack.AppendStr(b, k), v)
 	}
 	return b
 }

@@ -1,6 +1,10 @@
 package codec
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/mpack"
+)
 
 // Status says whether a reply carries a result or an error.
 type Status uint8
@@ -26,20 +30,20 @@ type Reply struct {
 // AppendReplyHeader starts a reply frame of n replies, stamped with the
 // server's incarnation; n calls to AppendReply must follow.
 func AppendReplyHeader(dst []byte, incarnation uint64, n int) []byte {
-	dst = appendArrayLen(dst, 3)
-	dst = appendUint(dst, Version)
-	dst = appendUint(dst, incarnation)
-	return appendArrayLen(dst, n)
+	dst = mpack.AppendArrayLen(dst, 3)
+	dst = mpack.AppendUint(dst, Version)
+	dst = mpack.AppendUint(dst, incarnation)
+	return mpack.AppendArrayLen(dst, n)
 }
 
 // AppendReply appends one reply to a frame started by AppendReplyHeader.
 func AppendReply(dst []byte, rp *Reply) []byte {
-	dst = appendArrayLen(dst, 5)
-	dst = appendUint(dst, rp.ID)
-	dst = appendUint(dst, uint64(rp.Status))
-	dst = appendStr(dst, rp.Error)
+	dst = mpack.AppendArrayLen(dst, 5)
+	dst = mpack.AppendUint(dst, rp.ID)
+	dst = mpack.AppendUint(dst, uint64(rp.Status))
+	dst = mpack.AppendStr(dst, rp.Error)
 	dst = appendStrMap(dst, rp.Metadata)
-	return appendBin(dst, rp.Payload)
+	return mpack.AppendBin(dst, rp.Payload)
 }
 
 // ReplySize is an upper bound of the bytes AppendReply writes for rp.

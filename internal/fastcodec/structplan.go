@@ -10,6 +10,7 @@ import (
 	"unicode"
 	"unsafe"
 
+	"github.com/rpcxbatch/rpcxbatch/internal/mpack"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -194,9 +195,9 @@ func compileStruct(t reflect.Type, depth int) *structPlan {
 // closing step carries only the trailing literal.
 func (p *structPlan) flatten(steps []encStep, base uintptr) []encStep {
 	var lit []byte
-	lit = appendMapLen(lit, len(p.fields))
+	lit = mpack.AppendMapLen(lit, len(p.fields))
 	for _, f := range p.fields {
-		lit = appendStr(lit, f.name)
+		lit = mpack.AppendStr(lit, f.name)
 		if f.kind == reflect.Struct {
 			// The nested plan starts with its own map header: carry the
 			// pending literal into its first step.
@@ -266,9 +267,9 @@ func (p *structPlan) agreesWithLibrary() (ok bool) {
 		!bytes.Equal(lib.Bytes(), []byte{0xc0}) {
 		return false
 	}
-	nils := appendMapLen(nil, len(p.fields))
+	nils := mpack.AppendMapLen(nil, len(p.fields))
 	for _, f := range p.fields {
-		nils = append(appendStr(nils, f.name), 0xc0)
+		nils = append(mpack.AppendStr(nils, f.name), 0xc0)
 	}
 	for _, in := range append(inputs, nils) {
 		mine, lib := reflect.New(p.typ), reflect.New(p.typ)
@@ -331,31 +332,4 @@ func fillProbe(v reflect.Value, n *int, wide bool) {
 // field returns the address of the field at offset in the struct at base.
 func field(base unsafe.Pointer, offset uintptr) unsafe.Pointer {
 	return unsafe.Add(base, offset)
-}
-
-// appendMapLen appends a map header as the library writes it.
-func appendMapLen(b []byte, n int) []byte {
-	switch {
-	case n < 16:
-		return append(b, 0x80|byte(n))
-	case n <= math.MaxUint16:
-		return append(b, 0xde, byte(n>>8), byte(n))
-	}
-	return append(b, 0xdf, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
-}
-
-// appendStr appends a string as the library writes it.
-func appendStr(b []byte, s string) []byte {
-	n := len(s)
-	switch {
-	case n < 32:
-		b = append(b, 0xa0|byte(n))
-	case n < 256:
-		b = append(b, 0xd9, byte(n))
-	case n <= math.MaxUint16:
-		b = append(b, 0xda, byte(n>>8), byte(n))
-	default:
-		b = append(b, 0xdb, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
-	}
-	return append(b, s...)
 }

@@ -1,0 +1,111 @@
+// Package mpack appends msgpack values to a byte slice, each in its
+// smallest form, as github.com/vmihailenco/msgpack/v5 (rpcx's msgpack
+// codec) writes them. It is the one msgpack writer of the module: the wire
+// codec (codec/) writes its frames with it and the compiled struct plans
+// (internal/fastcodec) their payloads. It has no reader: the two decode
+// different things by different rules (the frames a strict subset, the
+// payloads whatever the library accepts), and each keeps its own.
+package mpack
+
+import "math"
+
+// AppendUint appends n in the fewest bytes, as the library's EncodeUint.
+func AppendUint(b []byte, n uint64) []byte {
+	switch {
+	case n <= math.MaxInt8:
+		return append(b, byte(n))
+	case n <= math.MaxUint8:
+		return append(b, 0xcc, byte(n))
+	case n <= math.MaxUint16:
+		return Append16(b, 0xcd, uint16(n))
+	case n <= math.MaxUint32:
+		return Append32(b, 0xce, uint32(n))
+	}
+	return Append64(b, 0xcf, n)
+}
+
+// AppendInt appends n in the fewest bytes, as the library's EncodeInt.
+func AppendInt(b []byte, n int64) []byte {
+	switch {
+	case n >= 0:
+		return AppendUint(b, uint64(n))
+	case n >= -32:
+		return append(b, byte(n))
+	case n >= math.MinInt8:
+		return append(b, 0xd0, byte(n))
+	case n >= math.MinInt16:
+		return Append16(b, 0xd1, uint16(n))
+	case n >= math.MinInt32:
+		return Append32(b, 0xd2, uint32(n))
+	}
+	return Append64(b, 0xd3, uint64(n))
+}
+
+// AppendStr appends a string (str 8 from 32 bytes: msgpack spec 2.0, as
+// the library writes it).
+func AppendStr(b []byte, s string) []byte {
+	n := len(s)
+	switch {
+	case n < 32:
+		b = append(b, 0xa0|byte(n))
+	case n <= math.MaxUint8:
+		b = append(b, 0xd9, byte(n))
+	case n <= math.MaxUint16:
+		b = Append16(b, 0xda, uint16(n))
+	default:
+		b = Append32(b, 0xdb, uint32(n))
+	}
+	return append(b, s...)
+}
+
+// AppendBin appends a byte string.
+func AppendBin(b []byte, p []byte) []byte {
+	n := len(p)
+	switch {
+	case n <= math.MaxUint8:
+		b = append(b, 0xc4, byte(n))
+	case n <= math.MaxUint16:
+		b = Append16(b, 0xc5, uint16(n))
+	default:
+		b = Append32(b, 0xc6, uint32(n))
+	}
+	return append(b, p...)
+}
+
+// AppendArrayLen appends the header of an array of n elements.
+func AppendArrayLen(b []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(b, 0x90|byte(n))
+	case n <= math.MaxUint16:
+		return Append16(b, 0xdc, uint16(n))
+	}
+	return Append32(b, 0xdd, uint32(n))
+}
+
+// AppendMapLen appends the header of a map of n pairs.
+func AppendMapLen(b []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(b, 0x80|byte(n))
+	case n <= math.MaxUint16:
+		return Append16(b, 0xde, uint16(n))
+	}
+	return Append32(b, 0xdf, uint32(n))
+}
+
+// Append16 appends code and then n big-endian.
+func Append16(b []byte, code byte, n uint16) []byte {
+	return append(b, code, byte(n>>8), byte(n))
+}
+
+// Append32 appends code and then n big-endian.
+func Append32(b []byte, code byte, n uint32) []byte {
+	return append(b, code, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+}
+
+// Append64 appends code and then n big-endian.
+func Append64(b []byte, code byte, n uint64) []byte {
+	return append(b, code, byte(n>>56), byte(n>>48), byte(n>>40), byte(n>>32),
+		byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+}
