@@ -5,8 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/smallnest/rpcx/protocol"
-
 	"github.com/rpcxbatch/rpcxbatch/codec"
 )
 
@@ -85,10 +83,7 @@ func (c *conn) ping() {
 // appendPing appends a server heartbeat: an rpcx heartbeat message, which
 // lanes take as a sign of life and otherwise ignore.
 func appendPing(b []byte) []byte {
-	var h protocol.Header
-	h[0] = protocol.MagicNumber()
-	h.SetMessageType(protocol.Request)
-	h.SetOneway(true)
+	h := codec.OnewayHeader(0)
 	h.SetHeartbeat(true)
 	return codec.AppendMessage(b, &h, "", "", nil, nil)
 }

@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/smallnest/rpcx/protocol"
-
 	"github.com/rpcxbatch/rpcxbatch/codec"
 	"github.com/rpcxbatch/rpcxbatch/internal/settle"
 )
@@ -325,11 +323,7 @@ func (c *conn) fit(batch []codec.Reply) int {
 // notice), a credit message (when credits > 0) and a reply frame (when
 // there are replies) with one Write.
 func (c *conn) writeFrame(replies []codec.Reply, credits int64, notice, ping bool) error {
-	var h protocol.Header
-	h[0] = protocol.MagicNumber()
-	h.SetMessageType(protocol.Request)
-	h.SetOneway(true)
-	h.SetSerializeType(protocol.SerializeNone)
+	h := codec.OnewayHeader(0)
 	b := c.buf[:0]
 	if ping {
 		b = appendPing(b)
