@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -17,10 +18,14 @@ import (
 // -32 and int 64 below that, never int 8, 16 or 32, so that a frame this
 // version writes is one every earlier version reads.
 func appendInt(b []byte, v int64) []byte {
-	if v >= -32 {
-		return mpack.AppendInt(b, v)
+	switch {
+	case v >= 0:
+		return mpack.AppendUint(b, uint64(v))
+	case v >= -32:
+		return append(b, byte(v)) // negative fixint
 	}
-	return mpack.Append64(b, 0xd3, uint64(v))
+	// Written out, not mpack.Append64: that keeps appendInt inlined.
+	return binary.BigEndian.AppendUint64(append(b, 0xd3), uint64(v))
 }
 
 func appendStrMap(b []byte, m map[string]string) []byte {

@@ -7,7 +7,10 @@
 // payloads whatever the library accepts), and each keeps its own.
 package mpack
 
-import "math"
+import (
+	"encoding/binary"
+	"math"
+)
 
 // AppendUint appends n in the fewest bytes, as the library's EncodeUint.
 func AppendUint(b []byte, n uint64) []byte {
@@ -17,11 +20,11 @@ func AppendUint(b []byte, n uint64) []byte {
 	case n <= math.MaxUint8:
 		return append(b, 0xcc, byte(n))
 	case n <= math.MaxUint16:
-		return Append16(b, 0xcd, uint16(n))
+		return binary.BigEndian.AppendUint16(append(b, 0xcd), uint16(n))
 	case n <= math.MaxUint32:
-		return Append32(b, 0xce, uint32(n))
+		return binary.BigEndian.AppendUint32(append(b, 0xce), uint32(n))
 	}
-	return Append64(b, 0xcf, n)
+	return binary.BigEndian.AppendUint64(append(b, 0xcf), n)
 }
 
 // AppendInt appends n in the fewest bytes, as the library's EncodeInt.
@@ -34,11 +37,11 @@ func AppendInt(b []byte, n int64) []byte {
 	case n >= math.MinInt8:
 		return append(b, 0xd0, byte(n))
 	case n >= math.MinInt16:
-		return Append16(b, 0xd1, uint16(n))
+		return binary.BigEndian.AppendUint16(append(b, 0xd1), uint16(n))
 	case n >= math.MinInt32:
-		return Append32(b, 0xd2, uint32(n))
+		return binary.BigEndian.AppendUint32(append(b, 0xd2), uint32(n))
 	}
-	return Append64(b, 0xd3, uint64(n))
+	return binary.BigEndian.AppendUint64(append(b, 0xd3), uint64(n))
 }
 
 // AppendStr appends a string (str 8 from 32 bytes: msgpack spec 2.0, as
@@ -51,9 +54,9 @@ func AppendStr(b []byte, s string) []byte {
 	case n <= math.MaxUint8:
 		b = append(b, 0xd9, byte(n))
 	case n <= math.MaxUint16:
-		b = Append16(b, 0xda, uint16(n))
+		b = binary.BigEndian.AppendUint16(append(b, 0xda), uint16(n))
 	default:
-		b = Append32(b, 0xdb, uint32(n))
+		b = binary.BigEndian.AppendUint32(append(b, 0xdb), uint32(n))
 	}
 	return append(b, s...)
 }
@@ -65,9 +68,9 @@ func AppendBin(b []byte, p []byte) []byte {
 	case n <= math.MaxUint8:
 		b = append(b, 0xc4, byte(n))
 	case n <= math.MaxUint16:
-		b = Append16(b, 0xc5, uint16(n))
+		b = binary.BigEndian.AppendUint16(append(b, 0xc5), uint16(n))
 	default:
-		b = Append32(b, 0xc6, uint32(n))
+		b = binary.BigEndian.AppendUint32(append(b, 0xc6), uint32(n))
 	}
 	return append(b, p...)
 }
@@ -78,9 +81,9 @@ func AppendArrayLen(b []byte, n int) []byte {
 	case n < 16:
 		return append(b, 0x90|byte(n))
 	case n <= math.MaxUint16:
-		return Append16(b, 0xdc, uint16(n))
+		return binary.BigEndian.AppendUint16(append(b, 0xdc), uint16(n))
 	}
-	return Append32(b, 0xdd, uint32(n))
+	return binary.BigEndian.AppendUint32(append(b, 0xdd), uint32(n))
 }
 
 // AppendMapLen appends the header of a map of n pairs.
@@ -89,23 +92,22 @@ func AppendMapLen(b []byte, n int) []byte {
 	case n < 16:
 		return append(b, 0x80|byte(n))
 	case n <= math.MaxUint16:
-		return Append16(b, 0xde, uint16(n))
+		return binary.BigEndian.AppendUint16(append(b, 0xde), uint16(n))
 	}
-	return Append32(b, 0xdf, uint32(n))
+	return binary.BigEndian.AppendUint32(append(b, 0xdf), uint32(n))
 }
 
 // Append16 appends code and then n big-endian.
 func Append16(b []byte, code byte, n uint16) []byte {
-	return append(b, code, byte(n>>8), byte(n))
+	return binary.BigEndian.AppendUint16(append(b, code), n)
 }
 
 // Append32 appends code and then n big-endian.
 func Append32(b []byte, code byte, n uint32) []byte {
-	return append(b, code, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	return binary.BigEndian.AppendUint32(append(b, code), n)
 }
 
 // Append64 appends code and then n big-endian.
 func Append64(b []byte, code byte, n uint64) []byte {
-	return append(b, code, byte(n>>56), byte(n>>48), byte(n>>40), byte(n>>32),
-		byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	return binary.BigEndian.AppendUint64(append(b, code), n)
 }
