@@ -122,7 +122,7 @@ func (p *Plugin) execute(ec *entryCtx, e *codec.Entry, dst []byte, fc *fastcodec
 	if argI != argPtr {
 		// A PreCall plugin replaced the argument.
 		arg = reflect.ValueOf(argI)
-		if m.argType.Kind() != reflect.Pointer {
+		if m.ArgType().Kind() != reflect.Pointer {
 			arg = arg.Elem()
 		}
 	}
@@ -132,7 +132,7 @@ func (p *Plugin) execute(ec *entryCtx, e *codec.Entry, dst []byte, fc *fastcodec
 		// a plugin that began something in PreCall ends it there.
 		err = ErrDeadlinePassed
 	} else {
-		err = m.invoke(ctx, arg, reply)
+		err = m.Call(ctx, arg, reply)
 	}
 	replyI, err1 := p.s.Plugins.DoPostCall(ctx, e.ServicePath, e.ServiceMethod, argI, reply.Interface(), err)
 	m.recycleArg(argI)

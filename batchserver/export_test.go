@@ -3,10 +3,10 @@ package batchserver
 import "time"
 
 // CallsDirectly reports whether the plugin calls service.method without
-// reflect (see directCall).
+// reflect (see invoke.Method.Direct).
 func CallsDirectly(p *Plugin, service, methodName string) bool {
 	m, _ := p.services.lookup(service, methodName)
-	return m != nil && m.direct != nil
+	return m != nil && m.Direct()
 }
 
 // IdleWorkers is the number of goroutines the plugin keeps parked.

@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"github.com/smallnest/rpcx/server"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/invoke"
 )
 
 // serviceTable mirrors rpcx's own service map. rpcx keeps its services in
@@ -122,7 +124,7 @@ func (t *serviceTable) read(name string) (map[string]*method, error) {
 			return nil, ErrUnsupportedRPCX
 		}
 		rm := mV.Interface().(reflect.Method)
-		m, err := typed(mt, &method{fn: rm.Func, rcvr: rcvr, name: rm.Name})
+		m, err := typed(mt, rm.Func, rcvr, rm.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -134,7 +136,7 @@ func (t *serviceTable) read(name string) (map[string]*method, error) {
 		if !ok || fV.Type() != reflect.TypeFor[reflect.Value]() {
 			return nil, ErrUnsupportedRPCX
 		}
-		m, err := typed(ft, &method{fn: fV.Interface().(reflect.Value)})
+		m, err := typed(ft, fV.Interface().(reflect.Value), reflect.Value{}, "")
 		if err != nil {
 			return nil, err
 		}
@@ -146,23 +148,24 @@ func (t *serviceTable) read(name string) (map[string]*method, error) {
 	return out, nil
 }
 
-func typed(v reflect.Value, m *method) (*method, error) {
+// typed reads the argument and reply types of rpcx's method type v and
+// binds the caller of fn (on rcvr, named name: see invoke.Bind).
+func typed(v reflect.Value, fn, rcvr reflect.Value, name string) (*method, error) {
 	a, ok1 := field(v, "ArgType")
 	r, ok2 := field(v, "ReplyType")
 	if !ok1 || !ok2 {
 		return nil, ErrUnsupportedRPCX
 	}
-	m.argType, _ = a.Interface().(reflect.Type)
-	m.replyType, _ = r.Interface().(reflect.Type)
-	if m.argType == nil || m.replyType == nil || m.replyType.Kind() != reflect.Pointer || !m.fn.IsValid() {
+	argType, _ := a.Interface().(reflect.Type)
+	replyType, _ := r.Interface().(reflect.Type)
+	if argType == nil || replyType == nil || replyType.Kind() != reflect.Pointer || !fn.IsValid() {
 		return nil, fmt.Errorf("%w (method types unreadable)", ErrUnsupportedRPCX)
 	}
-	m.ctxIface = m.ctxType() == contextType
-	m.argPtr, m.replyPtr = m.argType, m.replyType
-	if m.argType.Kind() != reflect.Pointer {
-		m.argPtr = reflect.PointerTo(m.argType)
+	m := &method{Method: invoke.Bind(fn, rcvr, name, argType, replyType)}
+	m.argPtr, m.replyPtr = argType, replyType
+	if argType.Kind() != reflect.Pointer {
+		m.argPtr = reflect.PointerTo(argType)
 	}
 	m.argPool, m.replyPool = poolFor(m.argPtr), poolFor(m.replyPtr)
-	m.direct, m.directRcvr = directCall(m)
 	return m, nil
 }
