@@ -136,7 +136,7 @@ const drainRedialMax = 250 * time.Millisecond
 // has not been connected again since.
 type drainSet struct {
 	n  atomic.Int32 // len(m): the empty set is checked without the lock
-	mu sync.Mutex
+	mu sync.Mutex   // guards m (and n's writes)
 	m  map[string]struct{}
 }
 

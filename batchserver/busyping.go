@@ -29,7 +29,7 @@ const poolPingEvery = 250 * time.Millisecond
 type poolPinger struct {
 	p *Plugin
 
-	mu      sync.Mutex
+	mu      sync.Mutex // guards running
 	running bool
 }
 

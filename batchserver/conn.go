@@ -36,7 +36,7 @@ type conn struct {
 
 	// Frame order. rpcx hands each frame to its own goroutine; the one that
 	// finds the next expected frame delivers it and every held frame after it.
-	orderMu    sync.Mutex
+	orderMu    sync.Mutex // guards nextSeq, held, delivering and gapTimer
 	nextSeq    uint64
 	held       map[uint64]heldFrame
 	delivering bool
@@ -57,7 +57,7 @@ type conn struct {
 	// Replies. At most one writer goroutine runs per connection: it is
 	// started when the first reply or credit is queued and exits when there
 	// is none left, so an idle or closed connection holds no goroutine.
-	replyMu sync.Mutex
+	replyMu sync.Mutex   // guards replies, spare, writing, broken and buf
 	nReply  atomic.Int32 // len(replies), readable without replyMu
 	replies []codec.Reply
 	spare   []codec.Reply

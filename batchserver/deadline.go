@@ -21,7 +21,7 @@ type deadlineCtx struct {
 	context.Context // the parent; never done (rooted in context.Background)
 	deadline        time.Time
 
-	mu    sync.Mutex
+	mu    sync.Mutex    // guards done, timer and err
 	done  chan struct{} // made on first use of Done, or when err is set
 	timer *time.Timer
 	err   error // set once, together with done closing

@@ -37,7 +37,7 @@ type entryCtx struct {
 	hasDeadline bool
 	dl          deadlineCtx // used only when hasDeadline
 
-	metaMu  sync.Mutex
+	metaMu  sync.Mutex // guards reqMeta and resMeta (made on first use)
 	reqMeta map[string]string
 	resMeta map[string]string
 

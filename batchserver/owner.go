@@ -9,7 +9,7 @@ import "sync"
 // those are not waited for.) Unlike a sync.WaitGroup it may start
 // a goroutine while Close waits (a connection still served).
 type tasks struct {
-	mu   sync.Mutex
+	mu   sync.Mutex // guards n and idle
 	n    int
 	idle *sync.Cond
 }

@@ -35,10 +35,10 @@ type Plugin struct {
 	services    *serviceTable
 	metrics     *serverMetrics
 
-	sendMu sync.RWMutex
+	sendMu sync.RWMutex // guards sends
 	sends  map[string]SendHandler
 
-	connMu sync.Mutex
+	connMu sync.Mutex // guards conns
 	conns  map[net.Conn]*conn
 
 	// hooks stands between rpcx and the server's plugins (see hooks.go).
@@ -58,7 +58,7 @@ type Plugin struct {
 	rs       rpcxShutdown
 	draining atomic.Bool
 	armed    atomic.Bool
-	holdMu   sync.Mutex
+	holdMu   sync.Mutex // guards holding
 	holding  bool
 }
 

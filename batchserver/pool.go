@@ -89,7 +89,7 @@ type poolFeeder struct {
 	try   trySubmitter // nil when the pool cannot refuse
 	tasks *tasks       // owns the feeding goroutine
 
-	mu      sync.Mutex
+	mu      sync.Mutex // guards queue and feeding
 	queue   []task
 	feeding bool // the feeding goroutine runs; it exits when queue is empty
 }

@@ -20,7 +20,7 @@ const (
 
 // replyBufs is a connection's free list of reply payload buffers.
 type replyBufs struct {
-	mu   sync.Mutex
+	mu   sync.Mutex // guards free: handlers put, the writer takes
 	free [][]byte
 }
 

@@ -15,7 +15,7 @@ import (
 // ends when none is left, so an idle connection holds none. The queue is
 // bounded by the lane's window: each send holds its place until it ran.
 type sendQueue struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // guards items, spare and running
 	items   []sendItem
 	spare   []sendItem
 	running bool

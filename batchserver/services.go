@@ -21,7 +21,7 @@ import (
 // ever changes, rather than guessing.
 type serviceTable struct {
 	s  *server.Server
-	mu sync.RWMutex
+	mu sync.RWMutex // guards cache and gen
 	// cache holds what was read, per service path; it is dropped by the
 	// Register and Unregister hooks so a re-registration is seen.
 	cache map[string]map[string]*method

@@ -73,7 +73,7 @@ type workers struct {
 	// begun to run them.
 	unstarted atomic.Int64
 
-	mu       sync.Mutex
+	mu       sync.Mutex   // guards idle, lastTrim and closed
 	idle     []idleWorker // oldest parked first
 	lastTrim time.Time
 	closed   bool

@@ -58,7 +58,7 @@ type VerdictArgs struct {
 // walkMemo remembers which holders a node expanded for which walk, for a
 // few seconds (two generations of maps).
 type walkMemo struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // guards cur, old and swapped
 	cur     map[walkKey]struct{}
 	old     map[walkKey]struct{}
 	swapped time.Time

@@ -21,7 +21,7 @@ type Node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // goroutines the node owns
 
-	mu      sync.Mutex
+	mu      sync.Mutex // guards closed, proxies and peers
 	closed  bool
 	proxies map[OwnerID]*owner // other nodes' holders' proxies on this node
 	peers   map[string]*peer   // other nodes this node has talked to

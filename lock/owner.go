@@ -29,7 +29,7 @@ type owner struct {
 	// part in deadlock detection.
 	heldSeq atomic.Uint64
 
-	mu     sync.Mutex
+	mu     sync.Mutex // guards held, closed and the remote proxies' fields below
 	held   map[string]heldKey
 	closed bool
 

@@ -16,7 +16,7 @@ import (
 type PlainTransport struct {
 	opt client.Option
 
-	mu      sync.Mutex
+	mu      sync.Mutex // guards clients and closed
 	clients map[string]*client.Client
 	closed  bool
 }

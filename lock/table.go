@@ -45,7 +45,7 @@ type table struct {
 }
 
 type shard struct {
-	mu   sync.Mutex
+	mu   sync.Mutex // guards rows, their managers and owner lists
 	rows map[string]*row
 	_    [40]byte // keep neighbouring shards' mutexes off one cache line
 }

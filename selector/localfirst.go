@@ -16,9 +16,9 @@ import (
 type LocalFirst struct {
 	local string
 
-	mu      sync.RWMutex
-	servers []string // sorted keys
-	localK  string   // the key naming local, or ""
+	mu      sync.RWMutex // guards servers and localK
+	servers []string     // sorted keys
+	localK  string       // the key naming local, or ""
 }
 
 var _ client.Selector = (*LocalFirst)(nil)

@@ -13,7 +13,7 @@ import (
 // permutation redrawn each round. Successive calls are spread evenly, and in
 // a context made by Track the retries of one call visit distinct servers.
 type RandomOrder struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // guards servers and perm
 	servers []string
 	perm    []string // what is left of the current round
 }

@@ -9,7 +9,7 @@ type trackKey struct{}
 
 // tried is the set of servers selected so far for one call.
 type tried struct {
-	mu   sync.Mutex
+	mu   sync.Mutex // guards seen
 	seen map[string]bool
 }
 
