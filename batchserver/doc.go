@@ -16,4 +16,34 @@
 // batch path exactly the methods it exposes on the plain path.
 //
 // Plain rpcx clients keep working against the same server, on the same port.
+//
+// # Goroutines
+//
+// rpcx's own goroutines (one reader per connection, one per frame it
+// hands the plugin) call into the plugin; the plugin starts these:
+//
+//	goroutine          started by           stopped by               waited for by
+//	worker             workers.run, per     parks after its entry;   nobody, as rpcx
+//	(workers.loop)     entry when no idle   ends when the idle list  does not wait for
+//	                   worker is parked     is full, idle 10 s, the  its handlers
+//	                                        last conn closes, Close
+//	reply writer       conn.kickLocked,     ends when nothing is     Plugin.Close
+//	(writeReplies)     when none runs       queued or conn breaks    (tasks.wait)
+//	send queue         conn.queueSend, when ends when its queue is   Plugin.Close
+//	(runSends)         none runs            empty                    (tasks.wait)
+//	pool feeder (feed) poolFeeder.submit,   ends when its queue is   Plugin.Close
+//	                   the user pool full   empty                    (tasks.wait)
+//	refused entry      submitOne, when the  its entry ending         Plugin.Close
+//	(poolTask)         stopped pool panics                           (tasks.wait)
+//	pool pinger (run)  keepLanesHeard, with ends when the plugin has Plugin.Close
+//	                   a user pool          no connection            (tasks.wait)
+//	drain watcher      keepCounted, during  every connection idle or Plugin.Close
+//	(watchIdle)        a graceful shutdown  gone                     (tasks.wait)
+//	pool hold-off      holdOffPool, a frame its connection idle      Plugin.Close
+//	                   on a user pool while                          (tasks.wait)
+//	                   draining
+//
+// Timers: a connection's frame-gap timer (stopped when the missing frame
+// arrives or the connection closes) and an entry's deadline timer, armed
+// only when its handler asks for Done (stopped when the entry ends).
 package batchserver

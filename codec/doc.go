@@ -26,4 +26,7 @@
 //
 // Version is bumped on any incompatible change; a decoder refuses a frame of
 // another version with ErrVersion.
+//
+// The package starts no goroutines and holds no locks; its encoders write
+// through internal/mpack, the module's one msgpack writer.
 package codec

@@ -22,4 +22,21 @@
 // A request on several nodes asks every node at once, keeps what the
 // granted nodes gave while the rest answer, and releases everything if any
 // node fails: all or nothing.
+//
+// # Goroutines
+//
+//	goroutine           started by            stopped by               waited for by
+//	peer watch          NewNode, with a       Node.Close (its context) Node.Close (wg)
+//	(watchPeers)        Transport
+//	liveness ping, one  watchPeers, each      the ping ending (at most watchPeers
+//	per origin node     round                 NodeTimeout/4), Close
+//	one-way delivery    goSend (Release,      acknowledged, Node.Close Node.Close (wg)
+//	(goSend)            Abort, Drop)          or 30 s without answer
+//	request, one per    Holder's lock call    its node answering; the  the lock call,
+//	node asked                                call withdraws (cancel)  which collects
+//	                                          on failure or Close      every answer
+//
+// Timers: a queued request's deadlock probe (stopped when the wait ends)
+// and a Holder's context.AfterFunc that closes it when its context ends
+// (stopped by Holder.Close).
 package lock

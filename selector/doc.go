@@ -18,4 +18,6 @@
 // policy by changing only its context:
 //
 //	err := xc.Call(selector.WithPolicy(ctx, selector.CallAll), "Mul", args, &results)
+//
+// The package starts no goroutines.
 package selector

@@ -1,4 +1,3 @@
-// Package follow keeps a view of an rpcx ServiceDiscovery's servers.
 package follow
 
 import (

@@ -1,13 +1,3 @@
-// Package stackpad keeps long-lived goroutines' stacks from being shrunk.
-//
-// The garbage collector shrinks the stack of a goroutine that uses less
-// than a quarter of it, and a goroutine parked between two pieces of work
-// uses almost nothing: each collection halves its stack, and the next piece
-// of work grows it back, copying it. In rpcxbatch's hot loops (server
-// workers, lane readers and writers) that copying cost up to a quarter of
-// the CPU. A Pad declared in the loop's frame, and touched before and
-// after the loop, keeps Size bytes of the stack in use for the goroutine's
-// life, so the stack its work needs stays.
 package stackpad
 
 // Size is the stack a padded goroutine keeps in use.

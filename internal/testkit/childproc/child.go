@@ -1,8 +1,3 @@
-// Package childproc runs rpcxbatch test servers as child processes, so that
-// tests can kill them with SIGKILL, freeze them with SIGSTOP, thaw them with
-// SIGCONT and restart them at the same address. The child is the test binary
-// itself, re-executed: a test package calls RunIfChild first thing in its
-// TestMain.
 package childproc
 
 import (

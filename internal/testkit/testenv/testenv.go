@@ -1,6 +1,3 @@
-// Package testenv holds what the test suites of several rpcxbatch packages
-// need alike: a client that closes with its test, a wait for a pool to come
-// up, a context that ends with its test.
 package testenv
 
 import (

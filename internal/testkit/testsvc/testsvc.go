@@ -1,5 +1,3 @@
-// Package testsvc holds the small rpcx services the tests, benchmarks and
-// examples of rpcxbatch run against, and helpers to serve them on loopback.
 package testsvc
 
 import (

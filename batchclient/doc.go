@@ -1,0 +1,51 @@
+// Package batchclient is the client half of rpcxbatch: calls, casts and
+// sends from any number of goroutines are queued per server and written
+// as batch frames over a small pool of TCP connections ("lanes"), and the
+// server's reply frames are handed back call by call. A server without the
+// batch plugin is reached over plain rpcx instead, with the same API.
+//
+// Today's structure (to be redrawn into layers that only call downward):
+//
+//   - client.go: the Client API (Call, Go, Cast, Send, Info, Start, Stop,
+//     Close) over a table of peers; route picks a lane or a plain client.
+//   - peer.go, plaindial.go, redial.go, drain.go: one peer per address, a
+//     state machine (connecting, batch, plain, down, stopped, forgotten)
+//     run by one goroutine that dials, handshakes (handshake.go), keeps
+//     the pool of lanes, falls back to plain rpcx, reprobes and forgets.
+//   - lane.go, admit.go, liveness.go, heartbeat.go: one lane per
+//     connection: the queue and its admission bounds, the writer that
+//     takes the queue into frames, the reader that matches replies to the
+//     pending table, and the heartbeat that judges the peer alive.
+//   - xclient.go, xclient_drain.go, bidirectional.go, push.go,
+//     resmeta.go, rpcxoption.go: the drop-in rpcx XClient (discovery
+//     rewrite, server push, response metadata, rpcx's options).
+//   - options.go, errors.go, metrics.go: configuration, error values,
+//     go-metrics instruments.
+//
+// # Goroutines
+//
+//	goroutine          started by          stopped by              waited for by
+//	peer.run, one per  newPeer: first use  close(peer.stop) (Stop,  peer.shutdown
+//	address            of an address, or   Close); ends itself once (<-done), from
+//	                   Start               down and unused          Stop and Close
+//	lane.writeLoop and newLane, from       lane.fail: closes the    lane.close (l.wg),
+//	lane.readLoop, two peer.run after a    connection and dead      from peer.run and
+//	per lane           handshake           (error, heartbeat, Stop) the drain path
+//	dial interrupt     peer.dial, one per  the dial returning, or   nobody: it ends
+//	                   dial                peer.stop                with the dial
+//	plainDial          usePlain, when no   its connect returning;   stopPlainDials
+//	                   plain connect runs  stopPlainDials cancels   (pd.wg)
+//	plainGo            Go, for a call on   its rpcx call ending or  the caller, on
+//	                   the plain path      its context              call.Done
+//	peer shutdown      Close, one per peer peer.shutdown returning  Close (WaitGroup)
+//	discovery forward  the first           stopForwarding           stopForwarding
+//	                   WatchService of a   (XClient.Close)          (<-done)
+//	                   drop-in XClient
+//
+// Timers and context.AfterFunc callbacks run on goroutines of their own: a
+// Go call's context watch (stopped when the call completes), a dial's
+// interrupt, and retirePlain, ReprobePlain after a plain peer found the
+// plugin, which closes the old plain client. rpcx's own plain clients
+// (the plain fallback and stopped addresses) run rpcx's goroutines; Stop
+// and Close close those clients.
+package batchclient

@@ -1,0 +1,6 @@
+// Package testenv holds what the test suites of several rpcxbatch packages
+// need alike: a client that closes with its test, a wait for a pool to come
+// up, a context that ends with its test.
+//
+// Goroutines: Concurrently runs fn on n goroutines and waits for them.
+package testenv
