@@ -7,8 +7,8 @@
 //	| CallAny     | all in parallel | first success  | Result[R]           | Rejections / ErrNoneAvailable |
 //	| CallAll     | all in parallel | all successes  | []Result[R]         | *NodeError / ErrNoneAvailable |
 //	| CallAllWait | all in parallel | all replies    | []Result[R], []*NodeError | never fails           |
-//	| CastOne     | one             | nothing        | nil                 | ErrEmptyNodes / ErrEncode   |
-//	| CastAll     | all             | nothing        | nil                 | ErrEncode                   |
+//	| CastOne     | one             | nothing        | nil                 | ErrEmptyNodes / ErrEncode / ErrCastsInFlight |
+//	| CastAll     | all             | nothing        | nil                 | ErrEncode / ErrCastsInFlight |
 //
 // Every result and error names its node. The rejection convention is
 // ecall's: a handler that returns an error rejects (ErrRejected), any other
@@ -60,5 +60,19 @@
 // losers of CallAny, the rest after CallAll's first rejection) are not
 // merged: the operation is done with the map when it returns. The local
 // node's handler gets a map of its own, as an rpcx server's handler does;
-// its share.ServerAddress is the local address. Casts get no metadata.
+// its share.ServerAddress is the local address. Casts get no metadata.//
+// # Goroutines
+//
+//	goroutine          started by          stopped by               waited for by
+//	discovery follow   New, with a         Close (closes g.stop)    Close (<-g.done)
+//	                   discovery that
+//	                   announces changes
+//	cast, per node     Cast* via goOwned   its call ending; Close   Close (owned.running)
+//	                   (at most WithMax-   ends its context
+//	                   CastsInFlight)
+//	per-node call      Call* fan-outs via  its call ending; Close   Close (owned.running)
+//	                   goOwned             ends its context
+//
+// Timers: context.AfterFunc ties each call's and cast's context to the
+// group's life (stopped when the call ends).
 package group
