@@ -7,15 +7,18 @@ import (
 	"reflect"
 
 	"github.com/smallnest/rpcx/protocol"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/invoke"
 )
 
 // local runs calls to the local node in-process: the services registered
-// with WithLocal, called by reflection with rpcx's method convention
-// func(ctx context.Context, args *A, reply *R) error.
+// with WithLocal, with rpcx's method convention func(ctx context.Context,
+// args *A, reply *R) error, called as batchserver calls them (invoke: the
+// common shape without reflect).
 type local struct {
 	addr     string
 	st       protocol.SerializeType              // the Caller's codec, which converts types as the wire would
-	services map[string]map[string]reflect.Value // service → method → bound method
+	services map[string]map[string]invoke.Method // service → method
 }
 
 var (
@@ -27,18 +30,18 @@ var (
 // arguments and replies of other types than a method's are converted with
 // the codec of st.
 func newLocal(addr string, st protocol.SerializeType, services map[string]any) (*local, error) {
-	l := &local{addr: addr, st: st, services: make(map[string]map[string]reflect.Value, len(services))}
+	l := &local{addr: addr, st: st, services: make(map[string]map[string]invoke.Method, len(services))}
 	for name, rcvr := range services {
 		v := reflect.ValueOf(rcvr)
 		if !v.IsValid() {
 			return nil, fmt.Errorf("group: WithLocal: service %q is nil; pass the value you register with the rpcx server", name)
 		}
-		methods := make(map[string]reflect.Value)
+		methods := make(map[string]invoke.Method)
 		t := v.Type()
 		for i := 0; i < t.NumMethod(); i++ {
 			m := t.Method(i)
 			if m.IsExported() && rpcxShaped(m.Type) {
-				methods[m.Name] = v.Method(i)
+				methods[m.Name] = invoke.Bind(m.Func, v, m.Name, m.Type.In(2), m.Type.In(3))
 			}
 		}
 		if len(methods) == 0 {
@@ -67,20 +70,18 @@ func (l *local) call(ctx context.Context, service, method string, args, reply an
 	if !ok {
 		return fmt.Errorf("%w: %s.%s", errLocalNoMethod, service, method)
 	}
-	mt := m.Type()
-	argv, err := l.convertArg(args, mt.In(1))
+	argv, err := l.convertArg(args, m.ArgType())
 	if err != nil {
 		return err
 	}
-	replyv, copyBack := replyValue(reply, mt.In(2))
+	replyv, copyBack := replyValue(reply, m.ReplyType())
 	defer func() {
 		if r := recover(); r != nil {
 			err = &PanicError{Value: r}
 		}
 	}()
-	out := m.Call([]reflect.Value{reflect.ValueOf(ctx), argv, replyv})
-	if e, _ := out[0].Interface().(error); e != nil {
-		return e
+	if err := m.Call(ctx, argv, replyv); err != nil {
+		return err
 	}
 	if copyBack {
 		if err := transcode(l.st, replyv.Interface(), reply); err != nil {
