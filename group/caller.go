@@ -33,13 +33,13 @@ type Caller interface {
 type PlainCaller struct {
 	opt client.Option
 
-	mu     sync.Mutex
+	mu     sync.Mutex // guards conns and closed
 	conns  map[string]*plainConn
 	closed bool
 }
 
 type plainConn struct {
-	mu sync.Mutex // held while connecting
+	mu sync.Mutex // guards c; held while connecting, so one caller dials
 	c  *client.Client
 }
 

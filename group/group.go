@@ -39,7 +39,7 @@ type Group struct {
 	caller Caller
 	local  *local // nil: no local node
 
-	mu    sync.RWMutex
+	mu    sync.RWMutex // guards nodes (replaced whole as discovery changes)
 	nodes []string
 
 	disc     client.ServiceDiscovery

@@ -13,6 +13,8 @@ type owned struct {
 	life    context.Context
 	endLife context.CancelFunc
 
+	// mu guards closed, and orders running.Add before Close's Wait: no
+	// goroutine is added once Close has begun.
 	mu      sync.Mutex
 	closed  bool
 	running sync.WaitGroup
