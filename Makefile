@@ -6,7 +6,7 @@ GO ?= go
 RACE_DIRS = codec batchserver batchclient group selector plugin internal/fastcodec reliability lock
 RACE_PKGS = $(foreach d,$(RACE_DIRS),$(if $(wildcard $(d)/*.go),./$(d)/...))
 
-.PHONY: test vet race unit mutate bench example group-example cluster-example fuzz fuzz-long soak perf perf-quick fmt-check
+.PHONY: test vet race unit mutate bench example group-example cluster-example fuzz fuzz-long soak perf perf-quick fmt-check locks-example locks-bench locks-bench-quick
 
 # The etcd integration tests (./registry/) and cluster-example need the etcd
 # binary; each starts its own throwaway etcd on free loopback ports.
@@ -57,6 +57,19 @@ group-example:
 # Two lock nodes on loopback: a contended counter, a deadlock, a dead holder.
 locks-example:
 	$(GO) run ./example/locks
+
+# elock's benchmark designs 1, 3 and 4 on two lock node processes on
+# loopback: package lock over rpcxbatch and over plain rpcx side by side,
+# and etcd's concurrency.Mutex for design 1 (needs the etcd binary).
+# Results: perf/results/locks-<preset>.json and perf/results/locks-<preset>/.
+locks-bench:
+	@command -v etcd >/dev/null 2>&1 || { echo "locks-bench runs etcd's mutex too and needs the etcd binary on PATH: $(ETCD_HINT) (or run go run ./perf/locks -etcd-clients '')"; exit 1; }
+	$(GO) run ./perf/locks -preset full
+
+# The same at 1,000 clients per node and short points: about a minute.
+locks-bench-quick:
+	@command -v etcd >/dev/null 2>&1 || { echo "locks-bench-quick needs the etcd binary on PATH: $(ETCD_HINT)"; exit 1; }
+	$(GO) run ./perf/locks -preset quick
 
 # Three servers and a client through a throwaway etcd on loopback.
 cluster-example:

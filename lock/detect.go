@@ -11,9 +11,10 @@ import (
 // starts from it: it follows wait-for edges (a queued request waits for
 // the holders of its key and for the request just ahead of it, so a queue
 // is walked as a chain) on this node, and hops to the other nodes with one
-// cast per node and step. A multi-node request granted on some nodes while
-// it waits on others holds something from then on: its holder tells the
-// waiting nodes (Holding), which walk from it. A walk that comes back to
+// cast per node and step. A multi-node request asks its first node (in the
+// cluster-wide order, see LockOn) alone and the others once it is granted
+// there, telling them that its holder holds something, so they walk at
+// once if they make it wait. A walk that comes back to
 // the request it started from has found a cycle, and the youngest holder
 // on the cycle loses: its queued request fails with ErrDeadlock; it keeps
 // what it held before. A branch of a walk that visits more than ProbeLimit
@@ -89,8 +90,8 @@ func (m *walkMemo) first(k walkKey) bool {
 // watchWait is called when request w queues: it walks at once when the
 // holder holds something, and again while the request waits, until the
 // returned stop is called.
-func (n *Node) watchWait(w *waiter, seq uint64, holds bool) func() {
-	if holds || w.o.holdsAny() || w.o.heldSeq.Load() >= seq {
+func (n *Node) watchWait(w *waiter, holds bool) func() {
+	if holds || w.o.holdsAny() {
 		n.walk(w)
 	}
 	var mu sync.Mutex
@@ -107,7 +108,7 @@ func (n *Node) watchWait(w *waiter, seq uint64, holds bool) func() {
 		}
 		mu.Unlock()
 		// Only a wait whose holder holds something can be on a cycle.
-		if holds || w.o.holdsAny() || w.o.heldSeq.Load() >= seq {
+		if holds || w.o.holdsAny() {
 			n.walk(w)
 		}
 		mu.Lock()
@@ -223,40 +224,4 @@ func (s *Service) Verdict(ctx context.Context, a *VerdictArgs, _ *Ack) error {
 		s.n.failWaiter(a.Owner, a.Key, a.Ticket, a.Code)
 	}
 	return nil
-}
-
-// HoldingArgs tells a node that a holder's request, still waiting there,
-// was granted on another node.
-type HoldingArgs struct {
-	Owner OwnerID
-	Seq   uint64
-}
-
-// Holding marks a remote holder's waiting request as holding elsewhere and
-// walks from its waits at once.
-func (s *Service) Holding(ctx context.Context, a *HoldingArgs, _ *Ack) error {
-	n := s.n
-	// It may overtake the holder's request it is about: make the proxy,
-	// so that the request finds the mark when it arrives.
-	if o, err := n.proxyFor(a.Owner, 0, "", 0); err == nil {
-		n.holdingElsewhere(o, a.Seq)
-	}
-	return nil
-}
-
-// holdingElsewhere marks o as holding on another node and walks from its
-// waits here.
-func (n *Node) holdingElsewhere(o *owner, seq uint64) {
-	for {
-		cur := o.heldSeq.Load()
-		if cur >= seq {
-			return
-		}
-		if o.heldSeq.CompareAndSwap(cur, seq) {
-			break
-		}
-	}
-	for _, w := range n.table.waitsOf(o.id) {
-		n.walk(w)
-	}
 }

@@ -53,6 +53,12 @@ func startNode(at string) (*Node, func(), error) {
 // startNodeOver is startNode whose node reaches the others over plain rpcx
 // when plain is set.
 func startNodeOver(at string, plain bool) (*Node, func(), error) {
+	return startNodeTimeout(at, plain, 0)
+}
+
+// startNodeTimeout is startNodeOver with Config.NodeTimeout set (0: the
+// default).
+func startNodeTimeout(at string, plain bool, nodeTimeout time.Duration) (*Node, func(), error) {
 	s := server.NewServer()
 	if _, err := batchserver.New(s); err != nil {
 		return nil, nil, err
@@ -71,7 +77,7 @@ func startNodeOver(at string, plain bool) (*Node, func(), error) {
 		stop()
 		return nil, nil, err
 	}
-	n, err := New(Config{Server: s, Addr: addr, Transport: bc})
+	n, err := New(Config{Server: s, Addr: addr, Transport: bc, NodeTimeout: nodeTimeout})
 	if err != nil {
 		bc.Close()
 		stop()
@@ -118,9 +124,15 @@ func serveAt(s *server.Server, addr string) (string, func(), error) {
 // servePair starts two nodes, over plain rpcx when plain is set.
 func servePair(t testing.TB, plain bool) (*Node, *Node) {
 	t.Helper()
+	return servePairTimeout(t, plain, 0)
+}
+
+// servePairTimeout is servePair with Config.NodeTimeout set.
+func servePairTimeout(t testing.TB, plain bool, nodeTimeout time.Duration) (*Node, *Node) {
+	t.Helper()
 	var out [2]*Node
 	for i := range out {
-		n, kill, err := startNodeOver("127.0.0.1:0", plain)
+		n, kill, err := startNodeTimeout("127.0.0.1:0", plain, nodeTimeout)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -122,7 +122,12 @@ func TestHolderDeathReleasesOnEveryNode(t *testing.T) {
 	waiter := newHolder(t, b)
 	wch := make(chan error, 1)
 	go func() { wch <- waiter.LockOn(ctx, []string{a.Addr(), b.Addr()}, Exclusive, "y") }()
-	eventually(t, "waiter queued", func() bool { _, _, q := b.table.snapshot("y"); return q == 1 })
+	// It queues on the first node of the cluster-wide order (LockOn).
+	eventually(t, "waiter queued", func() bool {
+		_, _, qa := a.table.snapshot("y")
+		_, _, qb := b.table.snapshot("y")
+		return qa+qb == 1
+	})
 	hcancel()
 	if err := recv(t, wch, "waiter behind a dead holder"); err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package lock
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 )
 
 // OwnerID names a holder across the cluster: the incarnation of the node
@@ -23,11 +22,6 @@ type owner struct {
 	originInc uint64
 
 	done chan struct{} // closed when the owner is dropped
-
-	// heldSeq is the latest request of the owner known to hold something
-	// on another node (a partial grant): that request's waits here take
-	// part in deadlock detection.
-	heldSeq atomic.Uint64
 
 	mu     sync.Mutex // guards held, closed and the remote proxies' fields below
 	held   map[string]heldKey
@@ -109,7 +103,7 @@ func (o *owner) take(ctx context.Context, n *Node, keys []string, mode Mode, seq
 				continue
 			}
 			o.mu.Unlock()
-			stop := n.watchWait(w, seq, holdsElsewhere || len(took) > 0 || len(upgraded) > 0)
+			stop := n.watchWait(w, holdsElsewhere || len(took) > 0 || len(upgraded) > 0)
 			err := t.wait(ctx, w)
 			stop()
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -58,9 +59,13 @@ func (h *Holder) holdsRemote() bool {
 }
 
 // LockOn takes keys in mode on every node of nodes (addresses; this node's
-// own Addr means here), all or nothing: every node is asked at once, the
-// nodes that granted are held while the rest answer, and if any node fails
-// the request is withdrawn everywhere and the holder keeps what it held
+// own Addr means here), all or nothing. The nodes are asked in one order
+// that every holder of the cluster uses (sorted by address): the first
+// node alone, then, once it granted, the rest at once. So a request waits
+// on the first node holding nothing, and two requests for the same keys
+// cannot each be granted on one node and wait on the other. The nodes that
+// granted are held while the rest answer, and if any node fails the
+// request is withdrawn everywhere and the holder keeps what it held
 // before. The first failure is returned: ErrDeadlock or ErrProbeLimit from
 // a node's deadlock walk, ctx's error, or ErrNodeLost for a node that
 // could not be reached.
@@ -75,16 +80,8 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 	defer h.mu.Unlock()
 	h.seq++
 	seq := h.seq
-	local := false
-	remotes := make([]string, 0, len(nodes))
-	for _, nd := range nodes {
-		if nd == h.n.cfg.Addr || nd == "" {
-			local = true
-		} else if !contains(remotes, nd) {
-			remotes = append(remotes, nd)
-		}
-	}
-	if len(remotes) == 0 {
+	order := nodeOrder(nodes, h.n.cfg.Addr)
+	if len(order) == 1 && order[0] == h.n.cfg.Addr {
 		err := h.lockLocal(ctx, mode, keys, seq)
 		if err == nil {
 			h.lastOK = seq
@@ -92,7 +89,7 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 		return err
 	}
 	if h.n.cfg.Transport == nil {
-		return fmt.Errorf("%w: this node has no Transport to reach %v", ErrBadRequest, remotes)
+		return fmt.Errorf("%w: this node has no Transport to reach %v", ErrBadRequest, order)
 	}
 	h.o.mu.Lock()
 	closed := h.o.closed
@@ -100,29 +97,100 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 	if closed {
 		return ErrClosed
 	}
-	holds := h.holdsAnywhere()
+	if h.remote == nil {
+		h.remote = make(map[string]*remoteHolds)
+	}
+	r := &request{h: h, seq: seq, mode: mode, keys: keys, holds: h.holdsAnywhere()}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	err := r.ask(ctx, rctx, cancel, order[:1])
+	if err == nil && len(order) > 1 {
+		// Granted on the first node: from here the holder holds something,
+		// so the rest walk for deadlocks as soon as they must wait.
+		r.holds = true
+		err = r.ask(ctx, rctx, cancel, order[1:])
+	}
+	if err != nil {
+		if r.local {
+			h.o.releaseGrant(h.n.table, seq)
+		}
+		for _, nd := range r.asked {
+			h.n.goSend(nd, "Abort", &AbortArgs{Owner: h.o.id, Seq: seq})
+		}
+		return fmt.Errorf("lock %d keys %s on %d nodes: %w", len(keys), mode, len(nodes), err)
+	}
+	for _, nd := range r.asked {
+		rh := h.remote[nd]
+		for _, k := range keys {
+			rh.keys[k] = struct{}{}
+		}
+		rh.released = nil
+	}
+	h.lastOK = seq
+	return nil
+}
+
+// nodeOrder returns nodes without duplicates, "" read as self, in the
+// order every node asks them in: sorted by address.
+func nodeOrder(nodes []string, self string) []string {
+	out := make([]string, 0, len(nodes))
+	for _, nd := range nodes {
+		if nd == "" {
+			nd = self
+		}
+		if !contains(out, nd) {
+			out = append(out, nd)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// request is one LockOn in progress. Only its own goroutine uses it.
+type request struct {
+	h     *Holder
+	seq   uint64
+	mode  Mode
+	keys  []string
+	holds bool // the holder holds something somewhere: walk at once
+
+	local bool     // this node was asked
+	asked []string // the other nodes asked
+}
+
+// ask asks nodes at once and waits for all of their answers; it returns
+// the first failure, after which it has withdrawn the rest (cancel). A
+// node that granted is held while the others answer. ctx is the caller's,
+// rctx the request's own (ended by cancel). With several nodes at once,
+// r.holds is set (ask runs them after the first node granted), so a node
+// that makes the request wait walks for deadlocks at once.
+func (r *request) ask(ctx, rctx context.Context, cancel context.CancelFunc, nodes []string) error {
+	h := r.h
 	type result struct {
 		node string
 		err  error
 	}
-	results := make(chan result, len(remotes)+1)
-	if h.remote == nil {
-		h.remote = make(map[string]*remoteHolds)
-	}
-	for _, nd := range remotes {
+	results := make(chan result, len(nodes))
+	for _, nd := range nodes {
+		if nd == h.n.cfg.Addr {
+			r.local = true
+			go func() {
+				results <- result{nd, h.o.take(rctx, h.n, r.keys, r.mode, r.seq, r.holds)}
+			}()
+			continue
+		}
 		rh := h.remote[nd]
 		if rh == nil {
 			rh = &remoteHolds{keys: make(map[string]struct{})}
 			h.remote[nd] = rh
 		}
-		rh.sent = seq
+		rh.sent = r.seq
+		r.asked = append(r.asked, nd)
 		h.n.notePeer(nd)
 		// released is repeated until a request there succeeds: a failed
 		// one may have been refused before it applied it.
-		args := &AcquireArgs{Owner: h.o.id, Age: h.o.age, Origin: h.n.cfg.Addr, OriginInc: h.n.inc, Seq: seq, LastOK: h.lastOK, Mode: mode, Keys: keys, Holds: holds, Released: rh.released}
-		go func(nd string) {
+		args := &AcquireArgs{Owner: h.o.id, Age: h.o.age, Origin: h.n.cfg.Addr, OriginInc: h.n.inc, Seq: r.seq, LastOK: h.lastOK, Mode: r.mode, Keys: r.keys, Holds: r.holds, Released: rh.released}
+		go func() {
 			var rep AcquireReply
 			err := h.n.cfg.Transport.Call(rctx, nd, ServicePath, "Acquire", args, &rep)
 			if err == nil {
@@ -131,45 +199,14 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 				err = fmt.Errorf("%w: %s: %v", ErrNodeLost, nd, err)
 			}
 			results <- result{nd, err}
-		}(nd)
-	}
-	if local {
-		go func() {
-			results <- result{h.n.cfg.Addr, h.o.take(rctx, h.n, keys, mode, seq, holds)}
 		}()
 	}
 	var first error
-	want := len(remotes)
-	if local {
-		want++
-	}
 	dead := h.o.done
-	// A request on several nodes that is granted on some while it waits on
-	// others can close a cycle without holding anything before: at the
-	// first grant, the nodes still waiting are told, and walk.
-	pending := make(map[string]bool, want)
-	for _, nd := range remotes {
-		pending[nd] = true
-	}
-	if local {
-		pending[h.n.cfg.Addr] = true
-	}
-	told := holds
-	for i := 0; i < want; i++ {
-		var r result
+	for i := 0; i < len(nodes); i++ {
+		var res result
 		select {
-		case r = <-results:
-			delete(pending, r.node)
-			if r.err == nil && !told && len(pending) > 0 {
-				told = true
-				for nd := range pending {
-					if nd == h.n.cfg.Addr {
-						h.n.holdingElsewhere(h.o, seq)
-					} else {
-						_ = h.n.cfg.Transport.Cast(rctx, nd, ServicePath, "Holding", &HoldingArgs{Owner: h.o.id, Seq: seq})
-					}
-				}
-			}
+		case res = <-results:
 		case <-dead:
 			// The holder was closed while the request waited: withdraw.
 			dead = nil
@@ -180,8 +217,8 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 			i--
 			continue
 		}
-		if r.err != nil && first == nil {
-			first = r.err
+		if res.err != nil && first == nil {
+			first = res.err
 			if errors.Is(first, context.Canceled) || errors.Is(first, context.DeadlineExceeded) {
 				if ctx.Err() != nil {
 					first = ctx.Err()
@@ -191,24 +228,7 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 			cancel()
 		}
 	}
-	if first != nil {
-		if local {
-			h.o.releaseGrant(h.n.table, seq)
-		}
-		for _, nd := range remotes {
-			h.n.goSend(nd, "Abort", &AbortArgs{Owner: h.o.id, Seq: seq})
-		}
-		return fmt.Errorf("lock %d keys %s on %d nodes: %w", len(keys), mode, len(nodes), first)
-	}
-	for _, nd := range remotes {
-		rh := h.remote[nd]
-		for _, k := range keys {
-			rh.keys[k] = struct{}{}
-		}
-		rh.released = nil
-	}
-	h.lastOK = seq
-	return nil
+	return first
 }
 
 func contains(s []string, x string) bool {

@@ -26,7 +26,7 @@ func (n *Node) proxyFor(id OwnerID, age int64, origin string, inc uint64) (*owne
 		n.proxies[id] = o
 	} else if o.origin == "" && origin != "" {
 		// Made by a message that does not name the holder's node (an
-		// Abort or Holding that overtook the holder's first request).
+		// Abort that overtook the holder's first request).
 		o.mu.Lock()
 		o.origin, o.originInc, o.age = origin, inc, age
 		o.mu.Unlock()

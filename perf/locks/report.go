@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// summary is the median run of one point.
+type summary struct {
+	p    point
+	runs []Result // sorted by locks/s
+}
+
+func (s summary) median() Result { return s.runs[len(s.runs)/2] }
+
+func summarize(results []Result) []summary {
+	var out []summary
+	for _, r := range results {
+		p := point{r.Design, r.Engine, r.ClientsPerNode, r.TxnsPerClient}
+		i := slices.IndexFunc(out, func(s summary) bool { return s.p == p })
+		if i < 0 {
+			out = append(out, summary{p: p})
+			i = len(out) - 1
+		}
+		out[i].runs = append(out[i].runs, r)
+	}
+	for i := range out {
+		slices.SortFunc(out[i].runs, func(a, b Result) int {
+			switch {
+			case a.LocksPerS < b.LocksPerS:
+				return -1
+			case a.LocksPerS > b.LocksPerS:
+				return 1
+			}
+			return 0
+		})
+	}
+	return out
+}
+
+// label names a point in tables and figures.
+func (p point) label() string {
+	if p.Engine == engineEtcd {
+		return fmt.Sprintf("etcd Mutex, %s clients", thousands(float64(p.Clients)))
+	}
+	return p.Engine
+}
+
+// writeReport writes report.md and locks.svg into cfg.Report.
+func writeReport(cfg Config, results []Result, took time.Duration) error {
+	if err := os.MkdirAll(cfg.Report, 0o755); err != nil {
+		return fmt.Errorf("report folder: %w", err)
+	}
+	sums := summarize(results)
+	fig := "locks.svg"
+	if err := drawFigure(filepath.Join(cfg.Report, fig), sums); err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	b.WriteString("# rpcxbatch lock benchmark (elock's designs)\n\n")
+	fmt.Fprintf(&b, "- date: %s\n- machine: %s; %s %s/%s\n- command: `%s`\n- %d runs in %v; each row is the median of %d run(s) (by locks/s)\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine(), runtime.Version(), runtime.GOOS, runtime.GOARCH,
+		commandLine(), len(results), took.Round(time.Second), cfg.Repeat)
+	b.WriteString("- two lock node processes on loopback, each with its own clients; fresh processes for every run; " +
+		"locks/s = locks taken on both nodes ÷ the longer node's time. A two-node lock (designs 1 and 3) counts once.\n")
+	fmt.Fprintf(&b, "- designs 1 and 3 draw keys from a pool of %s; lock nodes' NodeTimeout %v\n\n", thousands(float64(cfg.Pool)), cfg.NodeTimeout)
+	fmt.Fprintf(&b, "![locks per second for elock's designs 1, 3 and 4: rpcxbatch, plain rpcx and etcd's mutex](%s)\n\n", fig)
+	b.WriteString("| design | engine | clients per node | txns per client | locks/s | locks | time s | deadlock retries | restarted txns | errors | CPU s per node | peak RSS MB per node | load at start | notes |\n")
+	b.WriteString("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|---|---|---|---|\n")
+	for _, s := range sums {
+		r := s.median()
+		var notes []string
+		if r.Bounded {
+			notes = append(notes, "bounded by -point-timeout")
+		}
+		if r.FirstError != "" {
+			notes = append(notes, "first error: "+r.FirstError)
+		}
+		if len(s.runs) > 1 {
+			notes = append(notes, fmt.Sprintf("runs %s–%s locks/s", thousands(s.runs[0].LocksPerS), thousands(s.runs[len(s.runs)-1].LocksPerS)))
+		}
+		restart := "-"
+		if r.Design == 3 {
+			restart = fmt.Sprintf("%d (%.2f %%)", r.RestartedTxns, 100*r.RestartShare)
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %s | %s | %.2f | %d | %s | %d | %s | %s | %s | %s |\n",
+			r.Design, s.p.label(), thousands(float64(r.ClientsPerNode)), r.TxnsPerClient, thousands(r.LocksPerS),
+			thousands(float64(r.Locks)), r.ElapsedS, r.Retries, restart, r.Errors, floats(r.NodeCPUs, 1),
+			floats(r.NodeRSSMB, 0), r.LoadAvg, strings.Join(notes, "; "))
+	}
+	b.WriteString("\n## Ratios\n\n")
+	for _, line := range ratios(sums) {
+		b.WriteString("- " + line + "\n")
+	}
+	if err := os.WriteFile(filepath.Join(cfg.Report, "report.md"), b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return nil
+}
+
+// ratios are the issue's comparisons, from the medians.
+func ratios(sums []summary) []string {
+	find := func(design int, engine string) (Result, bool) {
+		for _, s := range sums {
+			if s.p.Design == design && s.p.Engine == engine {
+				return s.median(), true
+			}
+		}
+		return Result{}, false
+	}
+	var out []string
+	batch, ok := find(1, engineBatch)
+	if ok {
+		if plain, ok := find(1, enginePlain); ok && plain.LocksPerS > 0 {
+			out = append(out, fmt.Sprintf("design 1: rpcxbatch %s locks/s = %.2f× plain rpcx (%s)", thousands(batch.LocksPerS), batch.LocksPerS/plain.LocksPerS, thousands(plain.LocksPerS)))
+		}
+		best := 0.0
+		for _, s := range sums {
+			if s.p.Design == 1 && s.p.Engine == engineEtcd {
+				best = max(best, s.median().LocksPerS)
+			}
+		}
+		if best > 0 {
+			out = append(out, fmt.Sprintf("design 1: rpcxbatch = %.1f× etcd's mutex at its best client count (%s locks/s)", batch.LocksPerS/best, thousands(best)))
+		}
+	}
+	if b3, ok := find(3, engineBatch); ok {
+		if p3, ok := find(3, enginePlain); ok && p3.LocksPerS > 0 {
+			out = append(out, fmt.Sprintf("design 3: rpcxbatch %s locks/s = %.2f× plain rpcx (%s); restarted transactions %.2f %% and %.2f %%", thousands(b3.LocksPerS), b3.LocksPerS/p3.LocksPerS, thousands(p3.LocksPerS), 100*b3.RestartShare, 100*p3.RestartShare))
+		}
+	}
+	if l4, ok := find(4, engineLocal); ok {
+		out = append(out, fmt.Sprintf("design 4: %s shared local locks/s on both nodes together", thousands(l4.LocksPerS)))
+	}
+	return out
+}
+
+func floats(v []float64, prec int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprintf("%.*f", prec, x)
+	}
+	return strings.Join(s, " / ")
+}
+
+// thousands formats v rounded, with separators: 1,234,567.
+func thousands(v float64) string {
+	s := fmt.Sprintf("%.0f", v)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var out []byte
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	if neg {
+		return "-" + string(out)
+	}
+	return string(out)
+}
+
+func commandLine() string {
+	return strings.TrimSpace("go run ./perf/locks " + strings.Join(os.Args[1:], " "))
+}
+
+// machine describes where the numbers were taken.
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%s, %d logical cores", model, runtime.NumCPU())
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// nodeProc is a lock node process the harness started; stop ends it.
+type nodeProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  chan string   // the node's stdout, line by line; closed at EOF
+	exited chan struct{} // closed when the process has been reaped
+	addr   string
+}
+
+// startNode re-executes this binary as a lock node whose cross-node
+// traffic goes over transport, and waits for its address.
+func startNode(ctx context.Context, transport string, nodeTimeout time.Duration) (*nodeProc, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own binary: %w", err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), roleEnv+"="+roleNode, transportEnv+"="+transport, timeoutEnv+"="+nodeTimeout.String())
+	cmd.Stderr = os.Stderr
+	// Its own process group, so a ^C reaches the harness only, which then
+	// stops the nodes; Pdeathsig covers the harness being killed outright.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("node stdin: %w", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("node stdout: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start node %s: %w", exe, err)
+	}
+	np := &nodeProc{cmd: cmd, stdin: stdin, lines: make(chan string, 4), exited: make(chan struct{})}
+	go func() { // ends when the node's stdout closes, at its exit
+		defer close(np.lines)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<16), 1<<20)
+		for sc.Scan() {
+			np.lines <- sc.Text()
+		}
+	}()
+	go func() { // reaps the process
+		cmd.Wait()
+		close(np.exited)
+	}()
+	line, err := np.expect(ctx, "ADDR ", 15*time.Second)
+	if err != nil {
+		np.stop()
+		return nil, err
+	}
+	np.addr = line
+	return np, nil
+}
+
+// send writes one line to the node.
+func (np *nodeProc) send(line string) error {
+	if _, err := io.WriteString(np.stdin, line+"\n"); err != nil {
+		return fmt.Errorf("node %s: %w", np.addr, err)
+	}
+	return nil
+}
+
+// expect waits for the node's next line, which must start with prefix,
+// and returns the rest of it.
+func (np *nodeProc) expect(ctx context.Context, prefix string, timeout time.Duration) (string, error) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case line, ok := <-np.lines:
+		if !ok {
+			return "", fmt.Errorf("node %s exited", np.addr)
+		}
+		if rest, found := strings.CutPrefix(line, prefix); found {
+			return rest, nil
+		}
+		if rest, found := strings.CutPrefix(line, "ERR "); found {
+			return "", fmt.Errorf("node %s: %s", np.addr, rest)
+		}
+		return "", fmt.Errorf("node %s: want %q, got %q", np.addr, prefix, line)
+	case <-t.C:
+		return "", fmt.Errorf("node %s: no %q within %v", np.addr, strings.TrimSpace(prefix), timeout)
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// stop closes the node's stdin, which ends it, and kills it if it has not
+// exited within ten seconds. It is safe to call more than once.
+func (np *nodeProc) stop() {
+	np.stdin.Close()
+	select {
+	case <-np.exited:
+		return
+	case <-time.After(10 * time.Second):
+	}
+	np.cmd.Process.Kill()
+	<-np.exited
+}
+
+var errInterrupted = errors.New("interrupted")
