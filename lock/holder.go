@@ -14,6 +14,10 @@ type Holder struct {
 	n    *Node
 	o    *owner
 	stop func() bool
+	// life ends when the holder is closed: a request to another node runs
+	// under it, so that Close withdraws it.
+	life context.Context
+	end  context.CancelFunc
 
 	mu     sync.Mutex // one request at a time; guards what follows
 	seq    uint64     // the last request's number
@@ -76,6 +80,7 @@ func (h *Holder) ReleaseAll() {
 // queued requests with ErrClosed. Later requests fail with ErrClosed.
 func (h *Holder) Close() error {
 	h.stop()
+	h.end()
 	// Ending the owner first makes a request that waits return, so that
 	// the request mutex below is free soon.
 	if !h.o.drop(h.n.table) {

@@ -69,6 +69,7 @@ func (n *Node) NewHolder(ctx context.Context) (*Holder, error) {
 		return nil, ErrClosed
 	}
 	h := &Holder{n: n, o: newOwner(OwnerID{Node: n.inc, Seq: n.seq.Add(1)}, time.Now().UnixNano(), "")}
+	h.life, h.end = context.WithCancel(context.Background())
 	h.stop = context.AfterFunc(ctx, func() { h.Close() })
 	return h, nil
 }

@@ -103,6 +103,8 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 	r := &request{h: h, seq: seq, mode: mode, keys: keys, holds: h.holdsAnywhere()}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Close ends the request wherever it waits.
+	defer context.AfterFunc(h.life, cancel)()
 	err := r.ask(ctx, rctx, cancel, order[:1])
 	if err == nil && len(order) > 1 {
 		// Granted on the first node: from here the holder holds something,
@@ -146,7 +148,8 @@ func nodeOrder(nodes []string, self string) []string {
 	return out
 }
 
-// request is one LockOn in progress. Only its own goroutine uses it.
+// request is one LockOn in progress. Only its own goroutine uses it;
+// the calls prepare returns may run on others.
 type request struct {
 	h     *Holder
 	seq   uint64
@@ -165,70 +168,78 @@ type request struct {
 // r.holds is set (ask runs them after the first node granted), so a node
 // that makes the request wait walks for deadlocks at once.
 func (r *request) ask(ctx, rctx context.Context, cancel context.CancelFunc, nodes []string) error {
-	h := r.h
-	type result struct {
-		node string
-		err  error
+	if len(nodes) == 1 {
+		// One node (always the first one, and the second of two): no
+		// goroutine, no channel.
+		return r.verdict(ctx, r.prepare(nodes[0])(rctx))
 	}
-	results := make(chan result, len(nodes))
+	results := make(chan error, len(nodes))
 	for _, nd := range nodes {
-		if nd == h.n.cfg.Addr {
-			r.local = true
-			go func() {
-				results <- result{nd, h.o.take(rctx, h.n, r.keys, r.mode, r.seq, r.holds)}
-			}()
-			continue
-		}
-		rh := h.remote[nd]
-		if rh == nil {
-			rh = &remoteHolds{keys: make(map[string]struct{})}
-			h.remote[nd] = rh
-		}
-		rh.sent = r.seq
-		r.asked = append(r.asked, nd)
-		h.n.notePeer(nd)
-		// released is repeated until a request there succeeds: a failed
-		// one may have been refused before it applied it.
-		args := &AcquireArgs{Owner: h.o.id, Age: h.o.age, Origin: h.n.cfg.Addr, OriginInc: h.n.inc, Seq: r.seq, LastOK: h.lastOK, Mode: r.mode, Keys: r.keys, Holds: r.holds, Released: rh.released}
-		go func() {
-			var rep AcquireReply
-			err := h.n.cfg.Transport.Call(rctx, nd, ServicePath, "Acquire", args, &rep)
-			if err == nil {
-				err = rep.err(nd)
-			} else if rctx.Err() == nil {
-				err = fmt.Errorf("%w: %s: %v", ErrNodeLost, nd, err)
-			}
-			results <- result{nd, err}
-		}()
+		call := r.prepare(nd)
+		go func() { results <- call(rctx) }()
 	}
 	var first error
-	dead := h.o.done
-	for i := 0; i < len(nodes); i++ {
-		var res result
-		select {
-		case res = <-results:
-		case <-dead:
-			// The holder was closed while the request waited: withdraw.
-			dead = nil
-			cancel()
-			if first == nil {
-				first = ErrClosed
-			}
-			i--
-			continue
-		}
-		if res.err != nil && first == nil {
-			first = res.err
-			if errors.Is(first, context.Canceled) || errors.Is(first, context.DeadlineExceeded) {
-				if ctx.Err() != nil {
-					first = ctx.Err()
-				}
-			}
+	for range nodes {
+		err := <-results
+		if err != nil && first == nil {
+			first = err
 			// Withdraw the rest at once: the ones still waiting return.
 			cancel()
 		}
 	}
-	return first
+	return r.verdict(ctx, first)
+}
+
+// prepare notes that node nd is asked and returns the call that asks it,
+// this node or another, and waits for its answer. The call may run on
+// another goroutine; prepare may not.
+func (r *request) prepare(nd string) func(rctx context.Context) error {
+	h := r.h
+	if nd == h.n.cfg.Addr {
+		r.local = true
+		return func(rctx context.Context) error {
+			return h.o.take(rctx, h.n, r.keys, r.mode, r.seq, r.holds)
+		}
+	}
+	rh := h.remote[nd]
+	if rh == nil {
+		rh = &remoteHolds{keys: make(map[string]struct{})}
+		h.remote[nd] = rh
+	}
+	rh.sent = r.seq
+	r.asked = append(r.asked, nd)
+	h.n.notePeer(nd)
+	// released is repeated until a request there succeeds: a failed one
+	// may have been refused before it applied it.
+	args := &AcquireArgs{Owner: h.o.id, Age: h.o.age, Origin: h.n.cfg.Addr, OriginInc: h.n.inc, Seq: r.seq, LastOK: h.lastOK, Mode: r.mode, Keys: r.keys, Holds: r.holds, Released: rh.released}
+	return func(rctx context.Context) error {
+		var rep AcquireReply
+		err := h.n.cfg.Transport.Call(rctx, nd, ServicePath, "Acquire", args, &rep)
+		if err == nil {
+			return rep.err(nd)
+		}
+		if rctx.Err() == nil {
+			return fmt.Errorf("%w: %s: %v", ErrNodeLost, nd, err)
+		}
+		return err
+	}
+}
+
+// verdict is the error a request ends with: ErrClosed when its holder was
+// closed meanwhile, the caller's own context error when that ended it.
+func (r *request) verdict(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if r.h.life.Err() != nil {
+		return ErrClosed
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return err
 }
 
 func contains(s []string, x string) bool {

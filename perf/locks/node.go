@@ -169,10 +169,15 @@ func runPoint(n *lock.Node, sp Spec, ready func() error) (NodeResult, error) {
 	if err := ready(); err != nil {
 		return NodeResult{}, err
 	}
+	stopProfile, err := startProfile(sp)
+	if err != nil {
+		return NodeResult{}, err
+	}
 	before := readUsage()
 	start := time.Now()
 	deadline := start.Add(time.Duration(sp.TimeoutS * float64(time.Second)))
 	tally := cl.run(deadline)
+	stopProfile()
 	res := tally.result()
 	res.ElapsedS = time.Since(start).Seconds()
 	res.CPUs = (readUsage() - before).Seconds()
