@@ -21,6 +21,10 @@ var (
 	_ msgp.Unmarshaler = (*AcquireReply)(nil)
 	_ msgp.Marshaler   = (*ReleaseArgs)(nil)
 	_ msgp.Unmarshaler = (*ReleaseArgs)(nil)
+	_ msgp.Marshaler   = (*AbortArgs)(nil)
+	_ msgp.Unmarshaler = (*AbortArgs)(nil)
+	_ msgp.Marshaler   = (*DropArgs)(nil)
+	_ msgp.Unmarshaler = (*DropArgs)(nil)
 )
 
 func appendOwner(b []byte, id OwnerID) []byte {
@@ -241,4 +245,63 @@ func (a *ReleaseArgs) UnmarshalMsg(b []byte) ([]byte, error) {
 		}
 	}
 	return b, nil
+}
+
+// appendSeqArgs writes a map of Owner and one sequence number named seq:
+// AbortArgs (Seq) and DropArgs (LastSeq).
+func appendSeqArgs(b []byte, id OwnerID, seqName string, seq uint64) []byte {
+	b = msgp.AppendMapHeader(b, 2)
+	b = msgp.AppendString(b, "Owner")
+	b = appendOwner(b, id)
+	b = msgp.AppendString(b, seqName)
+	return msgp.AppendUint64(b, seq)
+}
+
+func readSeqArgs(b []byte, what, seqName string) (OwnerID, uint64, []byte, error) {
+	var id OwnerID
+	var seq uint64
+	n, b, err := msgp.ReadMapHeaderBytes(b)
+	if err != nil {
+		return id, seq, b, fmt.Errorf("%s: %w", what, err)
+	}
+	for range n {
+		var k []byte
+		if k, b, err = msgp.ReadMapKeyZC(b); err != nil {
+			return id, seq, b, fmt.Errorf("%s: %w", what, err)
+		}
+		switch string(k) {
+		case "Owner":
+			id, b, err = readOwner(b)
+		case seqName:
+			seq, b, err = msgp.ReadUint64Bytes(b)
+		default:
+			b, err = msgp.Skip(b)
+		}
+		if err != nil {
+			return id, seq, b, fmt.Errorf("%s.%s: %w", what, k, err)
+		}
+	}
+	return id, seq, b, nil
+}
+
+// MarshalMsg appends a's msgpack encoding to b.
+func (a *AbortArgs) MarshalMsg(b []byte) ([]byte, error) {
+	return appendSeqArgs(b, a.Owner, "Seq", a.Seq), nil
+}
+
+// UnmarshalMsg decodes a from the front of b and returns the rest.
+func (a *AbortArgs) UnmarshalMsg(b []byte) (rest []byte, err error) {
+	a.Owner, a.Seq, rest, err = readSeqArgs(b, "AbortArgs", "Seq")
+	return rest, err
+}
+
+// MarshalMsg appends a's msgpack encoding to b.
+func (a *DropArgs) MarshalMsg(b []byte) ([]byte, error) {
+	return appendSeqArgs(b, a.Owner, "LastSeq", a.LastSeq), nil
+}
+
+// UnmarshalMsg decodes a from the front of b and returns the rest.
+func (a *DropArgs) UnmarshalMsg(b []byte) (rest []byte, err error) {
+	a.Owner, a.LastSeq, rest, err = readSeqArgs(b, "DropArgs", "LastSeq")
+	return rest, err
 }

@@ -15,6 +15,8 @@ type (
 	acquireArgsRefl  AcquireArgs
 	acquireReplyRefl AcquireReply
 	releaseArgsRefl  ReleaseArgs
+	abortArgsRefl    AbortArgs
+	dropArgsRefl     DropArgs
 )
 
 func randStrings(r *rand.Rand) []string {
@@ -53,6 +55,8 @@ func TestWireMsgpMatchesReflection(t *testing.T) {
 			Keys: randStrings(r), Released: randStrings(r), Holds: r.IntN(2) == 1}
 		rep := AcquireReply{Code: int(randI64(r)), Msg: "m" + string(rune(r.IntN(5000)))}
 		rel := ReleaseArgs{Owner: OwnerID{randU64(r), randU64(r)}, Keys: randStrings(r), Seq: randU64(r), All: r.IntN(2) == 1}
+		ab := AbortArgs{Owner: OwnerID{randU64(r), randU64(r)}, Seq: randU64(r)}
+		dr := DropArgs{Owner: OwnerID{randU64(r), randU64(r)}, LastSeq: randU64(r)}
 		for _, c := range []struct {
 			own, refl     any
 			newOwn, newRf func() any
@@ -60,6 +64,8 @@ func TestWireMsgpMatchesReflection(t *testing.T) {
 			{&acq, (*acquireArgsRefl)(&acq), func() any { return new(AcquireArgs) }, func() any { return new(acquireArgsRefl) }},
 			{&rep, (*acquireReplyRefl)(&rep), func() any { return new(AcquireReply) }, func() any { return new(acquireReplyRefl) }},
 			{&rel, (*releaseArgsRefl)(&rel), func() any { return new(ReleaseArgs) }, func() any { return new(releaseArgsRefl) }},
+			{&ab, (*abortArgsRefl)(&ab), func() any { return new(AbortArgs) }, func() any { return new(abortArgsRefl) }},
+			{&dr, (*dropArgsRefl)(&dr), func() any { return new(DropArgs) }, func() any { return new(dropArgsRefl) }},
 		} {
 			own, err := c.own.(interface{ MarshalMsg([]byte) ([]byte, error) }).MarshalMsg(nil)
 			if err != nil {
@@ -106,5 +112,7 @@ func TestWireMsgpBrokenInput(t *testing.T) {
 		new(AcquireArgs).UnmarshalMsg(c)
 		new(ReleaseArgs).UnmarshalMsg(c)
 		new(AcquireReply).UnmarshalMsg(c)
+		new(AbortArgs).UnmarshalMsg(c)
+		new(DropArgs).UnmarshalMsg(c)
 	}
 }

@@ -82,13 +82,16 @@ func (lc *lockClients) close() {
 
 func (lc *lockClients) run(deadline time.Time) *tally {
 	t := &tally{}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
 	var wg sync.WaitGroup
 	for i, h := range lc.holders {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// A context per client, as an actor has its own: one shared by
+			// 10,000 clients makes its mutex (every request's context
+			// derives from it) the point's bottleneck.
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			defer cancel()
 			r := rand.New(rand.NewPCG(lc.sp.Seed, uint64(lc.sp.NodeID)<<32|uint64(i)))
 			switch lc.sp.Design {
 			case 1:

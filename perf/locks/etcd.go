@@ -55,13 +55,16 @@ func (ec *etcdClients) close() {
 
 func (ec *etcdClients) run(deadline time.Time) *tally {
 	t := &tally{}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
 	var wg sync.WaitGroup
 	for i, s := range ec.sessions {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// A context per client, as an actor has its own: one shared by
+			// 10,000 clients makes its mutex (every request's context
+			// derives from it) the point's bottleneck.
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			defer cancel()
 			r := rand.New(rand.NewPCG(ec.sp.Seed, uint64(ec.sp.NodeID)<<32|uint64(i)))
 			for range ec.sp.Txns {
 				m := concurrency.NewMutex(s, "/lockbench/"+poolKey(r, ec.sp.Pool))
