@@ -62,6 +62,10 @@ type NodeResult struct {
 	CPUs          float64 `json:"cpu_s"`
 	PeakRSSMB     float64 `json:"peak_rss_mb"`
 	Bounded       bool    `json:"bounded"`
+	// LostHolders counts the other node's holders this node dropped
+	// because it declared that node lost (missed pings): under overload,
+	// a sign the point measured the timeouts, not the locks.
+	LostHolders int64 `json:"lost_holders"`
 }
 
 // runNode is the node role's main; its stdin and stdout are the harness's
@@ -89,7 +93,9 @@ func runNode(in io.Reader, out io.Writer, transport string, nodeTimeout time.Dur
 	}
 	if transport == enginePlain {
 		tr = lock.NewPlainTransport(client.DefaultOption)
-	} else if tr, err = batchclient.New(); err != nil {
+	} else if tr, err = batchclient.New(batchclient.WithHeartbeat(batchclient.DefaultHeartbeatInterval, nodeTimeout)); err != nil {
+		// The heartbeat timeout is the node timeout, as package lock
+		// advises: a lane given up on fails every lock request on it.
 		return err
 	}
 	defer tr.Close()
@@ -182,6 +188,7 @@ func runPoint(n *lock.Node, sp Spec, ready func() error) (NodeResult, error) {
 	res.ElapsedS = time.Since(start).Seconds()
 	res.CPUs = (readUsage() - before).Seconds()
 	res.PeakRSSMB = float64(peakRSS()) / (1 << 20)
+	res.LostHolders = n.Stats().LostHolders
 	return res, nil
 }
 

@@ -82,6 +82,9 @@ func writeReport(cfg Config, results []Result, took time.Duration) error {
 		if r.FirstError != "" {
 			notes = append(notes, "first error: "+r.FirstError)
 		}
+		if r.LostHolders > 0 {
+			notes = append(notes, fmt.Sprintf("%d holders dropped as lost (missed pings)", r.LostHolders))
+		}
 		if len(s.runs) > 1 {
 			notes = append(notes, fmt.Sprintf("runs %s–%s locks/s", thousands(s.runs[0].LocksPerS), thousands(s.runs[len(s.runs)-1].LocksPerS)))
 		}

@@ -41,6 +41,7 @@ type Result struct {
 	Errors         int64     `json:"errors"`
 	FirstError     string    `json:"first_error,omitempty"`
 	Bounded        bool      `json:"bounded"`
+	LostHolders    int64     `json:"lost_holders"`
 	NodeCPUs       []float64 `json:"node_cpu_s"`
 	NodeRSSMB      []float64 `json:"node_peak_rss_mb"`
 	LoadAvg        string    `json:"loadavg_at_start"`
@@ -186,6 +187,7 @@ func runOne(ctx context.Context, cfg Config, p point, run int, etcd *etcdtest.Et
 			res.FirstError = nr.FirstError
 		}
 		res.Bounded = res.Bounded || nr.Bounded
+		res.LostHolders += nr.LostHolders
 		res.ElapsedS = max(res.ElapsedS, nr.ElapsedS)
 		res.NodeCPUs = append(res.NodeCPUs, nr.CPUs)
 		res.NodeRSSMB = append(res.NodeRSSMB, nr.PeakRSSMB)
@@ -227,6 +229,9 @@ func printRow(r Result) {
 	}
 	if r.Errors > 0 {
 		notes = append(notes, fmt.Sprintf("%d errors (%s)", r.Errors, r.FirstError))
+	}
+	if r.LostHolders > 0 {
+		notes = append(notes, fmt.Sprintf("%d holders dropped as lost", r.LostHolders))
 	}
 	notes = append(notes, "load "+r.LoadAvg)
 	fmt.Printf("%-6d %-10s %7d | %11.0f %9d %7.2fs %7d %6.2f%% | %s\n", r.Design, r.Engine, r.ClientsPerNode,
