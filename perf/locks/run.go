@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rpcxbatch/rpcxbatch/internal/etcdtest"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/etcdtest"
 )
 
 // point is one measurement: a design on an engine at a client count.
