@@ -19,9 +19,10 @@ type Config struct {
 	// Txns per client, per design.
 	Txns1, Txns3, Txns4 int
 	// EtcdClients are the client counts per node etcd runs design 1 at
-	// (none: etcd is left out); EtcdTxns the transactions per etcd client.
+	// (none: etcd is left out); EtcdLocks the locks an etcd point aims at
+	// (both nodes), split over its clients.
 	EtcdClients []int
-	EtcdTxns    int
+	EtcdLocks   int
 	// Pool is the number of keys designs 1 and 3 draw from.
 	Pool int
 	// NoPlain leaves the plain rpcx side out.
@@ -45,11 +46,11 @@ func parseConfig(args []string) (Config, error) {
 	fs.StringVar(&c.Preset, "preset", "full", "defaults: full (10,000 clients per node) or quick (1,000, shorter; what CI could afford)")
 	fs.StringVar(&designs, "designs", designs, "elock designs to run, comma-separated (1, 3, 4)")
 	fs.IntVar(&c.Clients, "clients", 10000, "client goroutines per node (lock engines)")
-	fs.IntVar(&c.Txns1, "txns1", 5, "design 1: transactions (one two-node lock each) per client")
+	fs.IntVar(&c.Txns1, "txns1", 10, "design 1: transactions (one two-node lock each) per client")
 	fs.IntVar(&c.Txns3, "txns3", 1, "design 3: transactions (ten two-node locks each) per client")
 	fs.IntVar(&c.Txns4, "txns4", 100, "design 4: transactions (ten shared local locks each) per client")
 	fs.StringVar(&etcd, "etcd-clients", etcd, "design 1 over etcd: client counts per node, comma-separated (\"\" = leave etcd out)")
-	fs.IntVar(&c.EtcdTxns, "etcd-txns", 10, "design 1 over etcd: transactions per client")
+	fs.IntVar(&c.EtcdLocks, "etcd-locks", 20000, "design 1 over etcd: locks per point, split over its clients")
 	fs.IntVar(&c.Pool, "pool", 5_000_000, "designs 1 and 3: keys are drawn from a pool this big")
 	fs.BoolVar(&c.NoPlain, "no-plain", false, "leave the plain rpcx side out")
 	fs.IntVar(&c.Repeat, "repeat", 1, "runs per point (engines interleaved); the report shows the median")
@@ -71,7 +72,7 @@ func parseConfig(args []string) (Config, error) {
 			"txns3":         func() { c.Txns3 = 2 },
 			"txns4":         func() { c.Txns4 = 200 },
 			"etcd-clients":  func() { etcd = "100" },
-			"etcd-txns":     func() { c.EtcdTxns = 5 },
+			"etcd-locks":    func() { c.EtcdLocks = 2000 },
 			"point-timeout": func() { c.PointTimeout = 20 * time.Second },
 		}
 		for name, f := range defaults {

@@ -58,7 +58,7 @@ func (c Config) points() []point {
 				ps = append(ps, point{1, enginePlain, c.Clients, c.Txns1})
 			}
 			for _, n := range c.EtcdClients {
-				ps = append(ps, point{1, engineEtcd, n, c.EtcdTxns})
+				ps = append(ps, point{1, engineEtcd, n, max(1, (c.EtcdLocks+2*n-1)/(2*n))})
 			}
 		case 3:
 			ps = append(ps, point{3, engineBatch, c.Clients, c.Txns3})
