@@ -36,6 +36,9 @@ type Config struct {
 	NodeTimeout time.Duration
 	// Out is the JSON results file, Report the report folder ("" = none).
 	Out, Report string
+	// From, when set, is a results file to redraw the report from; no
+	// point is run.
+	From string
 }
 
 func parseConfig(args []string) (Config, error) {
@@ -58,6 +61,7 @@ func parseConfig(args []string) (Config, error) {
 	fs.DurationVar(&c.NodeTimeout, "node-timeout", 10*time.Second, "the lock nodes' NodeTimeout (ping misses before a node is declared lost)")
 	fs.StringVar(&c.Out, "out", "", "JSON results file (default perf/results/locks-<preset>.json)")
 	fs.StringVar(&c.Report, "report", "", "report folder (default perf/results/locks-<preset>)")
+	fs.StringVar(&c.From, "from", "", "redraw the report from this results file instead of running")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

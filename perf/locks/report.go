@@ -67,12 +67,15 @@ func writeReport(cfg Config, results []Result, took time.Duration) error {
 	fmt.Fprintf(&b, "- date: %s\n- machine: %s; %s %s/%s\n- command: `%s`\n- %d runs in %v; each row is the median of %d run(s) (by locks/s)\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine(), runtime.Version(), runtime.GOOS, runtime.GOARCH,
 		commandLine(), len(results), took.Round(time.Second), cfg.Repeat)
+	if cfg.From != "" {
+		fmt.Fprintf(&b, "- redrawn from %s (date and command above are the redraw's; each result carries its own time)\n", cfg.From)
+	}
 	b.WriteString("- two lock node processes on loopback, each with its own clients; fresh processes for every run; " +
 		"locks/s = locks taken on both nodes ÷ the longer node's time. A two-node lock (designs 1 and 3) counts once.\n")
 	fmt.Fprintf(&b, "- designs 1 and 3 draw keys from a pool of %s; lock nodes' NodeTimeout %v\n\n", thousands(float64(cfg.Pool)), cfg.NodeTimeout)
 	fmt.Fprintf(&b, "![locks per second for elock's designs 1, 3 and 4: rpcxbatch, plain rpcx and etcd's mutex](%s)\n\n", fig)
-	b.WriteString("| design | engine | clients per node | txns per client | locks/s | locks | time s | deadlock retries | restarted txns | errors | CPU s per node | peak RSS MB per node | load at start | notes |\n")
-	b.WriteString("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|---|---|---|---|\n")
+	b.WriteString("| design | engine | clients per node | txns per client | locks/s | locks | time s | deadlock retries | restarted txns | errors | CPU µs per lock | CPU s per node | peak RSS MB per node | load at start | notes |\n")
+	b.WriteString("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|---|---|\n")
 	for _, s := range sums {
 		r := s.median()
 		var notes []string
@@ -92,11 +95,13 @@ func writeReport(cfg Config, results []Result, took time.Duration) error {
 		if r.Design == 3 {
 			restart = fmt.Sprintf("%d (%.2f %%)", r.RestartedTxns, 100*r.RestartShare)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %s | %s | %.2f | %d | %s | %d | %s | %s | %s | %s |\n",
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %s | %s | %.2f | %d | %s | %d | %s | %s | %s | %s | %s |\n",
 			r.Design, s.p.label(), thousands(float64(r.ClientsPerNode)), r.TxnsPerClient, thousands(r.LocksPerS),
-			thousands(float64(r.Locks)), r.ElapsedS, r.Retries, restart, r.Errors, floats(r.NodeCPUs, 1),
+			thousands(float64(r.Locks)), r.ElapsedS, r.Retries, restart, r.Errors, cpuPerLock(r), floats(r.NodeCPUs, 1),
 			floats(r.NodeRSSMB, 0), r.LoadAvg, strings.Join(notes, "; "))
 	}
+	b.WriteString("\nCPU µs per lock is both lock nodes' CPU time (user + system) over the locks taken: on a shared machine it moves " +
+		"less than locks/s. etcd's own process is not in it.\n")
 	b.WriteString("\n## Ratios\n\n")
 	for _, line := range ratios(sums) {
 		b.WriteString("- " + line + "\n")
@@ -121,7 +126,8 @@ func ratios(sums []summary) []string {
 	batch, ok := find(1, engineBatch)
 	if ok {
 		if plain, ok := find(1, enginePlain); ok && plain.LocksPerS > 0 {
-			out = append(out, fmt.Sprintf("design 1: rpcxbatch %s locks/s = %.2f× plain rpcx (%s)", thousands(batch.LocksPerS), batch.LocksPerS/plain.LocksPerS, thousands(plain.LocksPerS)))
+			out = append(out, fmt.Sprintf("design 1: rpcxbatch %s locks/s = %.2f× plain rpcx (%s); run by run %s; CPU per lock %.2f× less",
+				thousands(batch.LocksPerS), batch.LocksPerS/plain.LocksPerS, thousands(plain.LocksPerS), paired(sums, 1, engineBatch, enginePlain), cpuRatio(plain, batch)))
 		}
 		best := 0.0
 		for _, s := range sums {
@@ -135,13 +141,61 @@ func ratios(sums []summary) []string {
 	}
 	if b3, ok := find(3, engineBatch); ok {
 		if p3, ok := find(3, enginePlain); ok && p3.LocksPerS > 0 {
-			out = append(out, fmt.Sprintf("design 3: rpcxbatch %s locks/s = %.2f× plain rpcx (%s); restarted transactions %.2f %% and %.2f %%", thousands(b3.LocksPerS), b3.LocksPerS/p3.LocksPerS, thousands(p3.LocksPerS), 100*b3.RestartShare, 100*p3.RestartShare))
+			out = append(out, fmt.Sprintf("design 3: rpcxbatch %s locks/s = %.2f× plain rpcx (%s); run by run %s; restarted transactions %.2f %% and %.2f %%",
+				thousands(b3.LocksPerS), b3.LocksPerS/p3.LocksPerS, thousands(p3.LocksPerS), paired(sums, 3, engineBatch, enginePlain), 100*b3.RestartShare, 100*p3.RestartShare))
 		}
 	}
 	if l4, ok := find(4, engineLocal); ok {
 		out = append(out, fmt.Sprintf("design 4: %s shared local locks/s on both nodes together", thousands(l4.LocksPerS)))
 	}
 	return out
+}
+
+// paired is the ratio a/b of each run (runs of one round ran back to
+// back), in run order.
+func paired(sums []summary, design int, a, b string) string {
+	byRun := func(engine string) map[int]float64 {
+		m := map[int]float64{}
+		for _, s := range sums {
+			if s.p.Design == design && s.p.Engine == engine {
+				for _, r := range s.runs {
+					m[r.Run] = r.LocksPerS
+				}
+			}
+		}
+		return m
+	}
+	ra, rb := byRun(a), byRun(b)
+	var out []string
+	for run := 0; run < len(ra); run++ {
+		if x, y := ra[run], rb[run]; y > 0 {
+			out = append(out, fmt.Sprintf("%.2f×", x/y))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+func cpuOf(r Result) float64 {
+	t := 0.0
+	for _, c := range r.NodeCPUs {
+		t += c
+	}
+	return t
+}
+
+func cpuPerLock(r Result) string {
+	if r.Locks == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", cpuOf(r)*1e6/float64(r.Locks))
+}
+
+// cpuRatio is how many times more CPU per lock a took than b.
+func cpuRatio(a, b Result) float64 {
+	if a.Locks == 0 || b.Locks == 0 || cpuOf(b) == 0 {
+		return 0
+	}
+	return (cpuOf(a) / float64(a.Locks)) / (cpuOf(b) / float64(b.Locks))
 }
 
 func floats(v []float64, prec int) string {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -75,6 +76,9 @@ func (c Config) points() []point {
 // run runs every point Repeat times, engines interleaved, and writes the
 // results and the report.
 func run(ctx context.Context, cfg Config) error {
+	if cfg.From != "" {
+		return redraw(cfg)
+	}
 	ps := cfg.points()
 	var etcd *etcdtest.Etcd
 	for _, p := range ps {
@@ -236,4 +240,25 @@ func printRow(r Result) {
 	notes = append(notes, "load "+r.LoadAvg)
 	fmt.Printf("%-6d %-10s %7d | %11.0f %9d %7.2fs %7d %6.2f%% | %s\n", r.Design, r.Engine, r.ClientsPerNode,
 		r.LocksPerS, r.Locks, r.ElapsedS, r.Retries, 100*r.RestartShare, strings.Join(notes, "; "))
+}
+
+// redraw writes the report from a results file of an earlier run.
+func redraw(cfg Config) error {
+	b, err := os.ReadFile(cfg.From)
+	if err != nil {
+		return fmt.Errorf("-from: %w", err)
+	}
+	var results []Result
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r Result
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			return fmt.Errorf("-from %s: %w", cfg.From, err)
+		}
+		results = append(results, r)
+		cfg.Repeat = max(cfg.Repeat, r.Run+1)
+	}
+	if cfg.Report == "" {
+		return errors.New("-from needs a -report folder")
+	}
+	return writeReport(cfg, results, 0)
 }
