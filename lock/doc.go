@@ -19,9 +19,12 @@
 // holders at once only while nobody waits, so a stream of readers cannot
 // starve a writer.
 //
-// A request on several nodes asks every node at once, keeps what the
-// granted nodes gave while the rest answer, and releases everything if any
-// node fails: all or nothing.
+// A request on several nodes asks them in one order that every node uses
+// (sorted by address): the first node alone, then the rest at once. It
+// keeps what the granted nodes gave while the rest answer, and releases
+// everything if any node fails: all or nothing. Waiting on the first node
+// while holding nothing for the request means two requests for the same
+// keys cannot each be granted on one node and wait on the other.
 //
 // # Goroutines
 //
@@ -32,9 +35,11 @@
 //	per origin node     round                 NodeTimeout/4), Close
 //	one-way delivery    goSend (Release,      acknowledged, Node.Close Node.Close (wg)
 //	(goSend)            Abort, Drop)          or 30 s without answer
-//	request, one per    Holder's lock call    its node answering; the  the lock call,
-//	node asked                                call withdraws (cancel)  which collects
-//	                                          on failure or Close      every answer
+//	request, one per    LockOn, when it asks  its node answering; the  LockOn, which
+//	node asked          two or more nodes at  call withdraws (cancel)  collects every
+//	                    once (3+ nodes; one   on failure or Close      answer
+//	                    node is asked in the
+//	                    caller's goroutine)
 //
 // Timers: a queued request's deadlock probe (stopped when the wait ends)
 // and a Holder's context.AfterFunc that closes it when its context ends
