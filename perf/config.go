@@ -44,6 +44,9 @@ type Config struct {
 	CodecDuration time.Duration
 	// Progress turns the once-a-second progress lines on stderr on.
 	Progress bool
+	// AfterLoad, when not zero, is how long after the sweep both
+	// processes' RSS is taken again, to see what the load left behind.
+	AfterLoad time.Duration
 	// Netns, when set, runs the server in its own network namespace joined
 	// by a veth pair (root only); NetemRate and NetemDelay shape that link.
 	Netns                 bool
@@ -74,13 +77,20 @@ var allOps = []string{"call", "cast", "send"}
 
 // presets are the named defaults: flags given on the command line win.
 var presets = map[string]func(c *Config){
-	// quick is `make perf-quick`: under three minutes on two cores.
+	// quick is `make perf-quick`: about three minutes on two cores (the
+	// closed loop at 1 to 10,000 writers, 5,000 writers paced at 100 ms,
+	// then 30 s idle for the memory left behind).
 	"quick": func(c *Config) {
 		// Points long enough (200,000 operations) that warm-up effects
 		// (pools, buffers, GC pacing) do not dominate; a single writer
 		// stops at 15,000 so that its slow calls fit the time.
-		c.Sweeps = []Sweep{{Ops: allOps, Payloads: []string{"data"}, Writers: []int{1, 100, 1000, 10000}, PacesMS: []int{0}}}
+		c.Sweeps = []Sweep{
+			{Ops: allOps, Payloads: []string{"data"}, Writers: []int{1, 10, 100, 1000, 10000}, PacesMS: []int{0}},
+			// ecall's paced case: does each path keep the intended rate?
+			{Ops: []string{"call"}, Payloads: []string{"data"}, Writers: []int{5000}, PacesMS: []int{100}, Messages: 50},
+		}
 		c.TotalOps, c.MaxPerWriter, c.PointTimeout, c.CodecDuration = 200000, 15000, 15*time.Second, time.Second
+		c.AfterLoad = 30 * time.Second
 		c.Out, c.Report = "perf/results/quick.jsonl", "perf/results/quick"
 	},
 	// full is `make perf`: every payload closed loop, then the data payload
@@ -91,6 +101,7 @@ var presets = map[string]func(c *Config){
 			{Ops: allOps, Payloads: []string{"data"}, Writers: []int{100, 1000, 10000, 30000}, PacesMS: []int{100}, Messages: 50},
 		}
 		c.TotalOps, c.PointTimeout, c.CodecDuration = 150000, 60*time.Second, 2*time.Second
+		c.AfterLoad = 30 * time.Second
 		c.Out, c.Report = "perf/results/full.jsonl", "perf/results/full"
 	},
 }
@@ -117,6 +128,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.Out, "out", "perf/results/run.jsonl", "JSON lines output, one object per point and path (\"\" = none)")
 	fs.StringVar(&c.Report, "report", "perf/results/run", "report folder: report.md and the figures (\"\" = none)")
 	fs.DurationVar(&c.CodecDuration, "codec-duration", 2*time.Second, "time the codec ceiling measures each payload")
+	fs.DurationVar(&c.AfterLoad, "after-load", 0, "after the sweep, wait this long and report both processes' RSS against idle (0 = skip)")
 	fs.BoolVar(&c.Progress, "progress", true, "print progress to stderr once a second while a point runs")
 	fs.BoolVar(&c.Netns, "netns", false, "root only: server in its own network namespace over a veth pair")
 	fs.StringVar(&c.NetemRate, "netem-rate", "", "with -netns: tc netem rate on the veth pair, e.g. 1gbit")
@@ -172,6 +184,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 			"codec-duration": func() { c.CodecDuration = explicit.CodecDuration },
 			"out":            func() { c.Out = explicit.Out },
 			"report":         func() { c.Report = explicit.Report },
+			"after-load":     func() { c.AfterLoad = explicit.AfterLoad },
 		} {
 			if set[name] {
 				keep()

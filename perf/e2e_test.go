@@ -22,7 +22,7 @@ func TestTinySweep(t *testing.T) {
 	}
 	dir := t.TempDir()
 	cfg, err := parseConfig([]string{"-writers", "2", "-messages", "50", "-warmup", "10",
-		"-point-timeout", "10s", "-codec-duration", "50ms", "-progress=false",
+		"-point-timeout", "10s", "-codec-duration", "50ms", "-progress=false", "-after-load", "100ms",
 		"-out", filepath.Join(dir, "r.jsonl"), "-report", filepath.Join(dir, "report")}, os.Stderr)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -31,6 +31,7 @@ func TestTinySweep(t *testing.T) {
 	require.NoError(t, run(ctx, cfg, &stdout, &stderr), stderr.String())
 
 	assert.Contains(t, stdout.String(), "ratio")
+	assert.Contains(t, stdout.String(), "after the load")
 	b, err := os.ReadFile(filepath.Join(dir, "r.jsonl"))
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
@@ -66,6 +67,9 @@ func TestTinySweep(t *testing.T) {
 		}
 	}
 	assert.Len(t, seen, 6)
+	report, err := os.ReadFile(filepath.Join(dir, "report", "report.md"))
+	require.NoError(t, err)
+	assert.Regexp(t, `\| server \| \d+ \| \d+ \| \d+ \| \d`, string(report), "the memory after the load, with figures")
 	for _, f := range []string{"report.md", "ceiling.json", "throughput-data-pace0.svg", "throughput-call-data-pace0.svg"} {
 		_, err := os.Stat(filepath.Join(dir, "report", f))
 		assert.NoError(t, err, f)

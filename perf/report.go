@@ -13,8 +13,9 @@ import (
 
 // writeReport writes the report folder: report.md (throughput tables with
 // the figures, the resources table, the codec ceiling and the batch path's
-// fraction of it), the figures, and ceiling.json.
-func writeReport(cfg Config, results []Result, cs []Ceiling, took time.Duration) error {
+// fraction of it, and, when mem is not nil, the memory the load left
+// behind), the figures, and ceiling.json.
+func writeReport(cfg Config, results []Result, cs []Ceiling, mem *afterLoad, took time.Duration) error {
 	dir := cfg.Report
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("report folder: %w", err)
@@ -71,6 +72,10 @@ func writeReport(cfg Config, results []Result, cs []Ceiling, took time.Duration)
 			r.ClientRSSMB, r.ServerRSSMB, fmtOpt(r.ClientWritesPerOp, 3), fmtOpt(r.ServerWritesPerOp, 3),
 			fmtOpt(r.ClientBytesPerOp, 0), fmtOpt(r.ServerBytesPerOp, 0), thousands(float64(r.ClientGoroutines)),
 			thousands(float64(r.ServerGoroutines)), fmtOpt(r.AvgBatch, 1), fmtOpt(r.AvgReplyBatch, 1))
+	}
+
+	if mem != nil {
+		b.WriteString(mem.markdown())
 	}
 
 	b.WriteString("\n## Codec ceiling\n\nIn one process, on all cores, with no transport: msgpack encoding and decoding of the payload, " +

@@ -60,6 +60,10 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if _, err := ctl.stats(ctx); err != nil {
 		return err
 	}
+	idleClient, idleServer, err := idleRSS(ctx, ctl)
+	if err != nil {
+		return err
+	}
 	env := &runEnv{cfg: cfg, srv: srv, ctl: ctl, progress: progress, info: info}
 
 	sink, err := openJSON(cfg.Out)
@@ -98,6 +102,16 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		tableRow(stdout, got[pathPlain], got[pathBatch])
 	}
 	fmt.Fprintf(stderr, "sweep took %v\n", time.Since(started).Round(time.Second))
+	var mem *afterLoad
+	if cfg.AfterLoad > 0 {
+		fmt.Fprintf(stderr, "waiting %v to see what memory the load left behind\n", cfg.AfterLoad)
+		a, err := measureAfterLoad(ctx, ctl, cfg.AfterLoad, idleClient, idleServer, results)
+		if err != nil {
+			return err
+		}
+		a.print(stdout)
+		mem = &a
+	}
 
 	cs, err := ceilings(ctx, cfg)
 	if err != nil {
@@ -109,7 +123,7 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "results:", cfg.Out)
 	}
 	if cfg.Report != "" {
-		if err := writeReport(cfg, results, cs, time.Since(started)); err != nil {
+		if err := writeReport(cfg, results, cs, mem, time.Since(started)); err != nil {
 			return err
 		}
 		fmt.Fprintln(stderr, "report:", cfg.Report+"/report.md")
