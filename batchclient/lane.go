@@ -103,6 +103,7 @@ type lane struct {
 	// server's bound on what one lane may make it hold.
 	unfinished int
 	window     int
+	bw         byteWindow // the byte window (bytewindow.go)
 	queue      []*entry
 	qBytes     int
 	inWrite    int           // bytes the writer took and has not written yet (admit.go)
@@ -137,6 +138,7 @@ func newLane(c *Client, addr string, conn net.Conn, hs codec.Handshake, down cha
 		batchCap:   min(c.opts.BatchCap, hs.BatchCap),
 		frameBytes: min(c.opts.MaxFrameBytes, hs.MaxFrameBytes),
 		window:     hs.Window,
+		bw:         byteWindow{limit: int64(hs.WindowBytes)},
 		room:       make(chan struct{}),
 		wake:       make(chan struct{}, 1),
 		dead:       make(chan struct{}),
@@ -379,6 +381,7 @@ func (l *lane) writeLoop() {
 	var (
 		buf      []byte
 		batch    []*entry
+		out      []*entry // taken and encoded, waiting for the byte window
 		frameSeq uint64
 		fc       fastcodec.Codec // encodes the deferred arguments
 	)
@@ -396,16 +399,27 @@ func (l *lane) writeLoop() {
 		}
 		settle.Settle(l.queued, l.batchCap, l.c.wokenCallers)
 		for {
-			batch = l.take(batch)
-			if len(batch) == 0 {
+			if len(out) == 0 {
+				batch = l.take(batch)
+				if len(batch) == 0 {
+					break
+				}
+				if out = l.encodeDeferred(batch, &fc); len(out) == 0 {
+					continue
+				}
+			}
+			if l.draining.Load() {
+				l.dropDraining(out)
+				out = nil
 				break
 			}
-			sent := l.encodeDeferred(batch, &fc)
-			if len(sent) == 0 {
-				continue
+			n := l.fitWindow(out)
+			if n == 0 {
+				break // a credit wakes the writer
 			}
 			var err error
-			buf, err = l.writeFrames(buf[:0], &frameSeq, sent)
+			buf, err = l.writeFrames(buf[:0], &frameSeq, out[:n])
+			out = out[n:]
 			if err != nil {
 				l.fail(fmt.Errorf("%w: %w", ErrConnection, err))
 				return
@@ -502,6 +516,7 @@ func (l *lane) appendFrame(buf []byte, frameSeq uint64, batch []*entry) []byte {
 		meta = map[string]string{share.AuthKey: token}
 	}
 	buf, mark := codec.StartMessage(buf, &h, codec.ServicePath, codec.MethodBatch, meta)
+	start := len(buf)
 	buf = codec.AppendBatchHeader(buf, frameSeq, len(batch))
 	now := time.Now()
 	for i, e := range batch {
@@ -521,6 +536,7 @@ func (l *lane) appendFrame(buf []byte, frameSeq uint64, batch []*entry) []byte {
 		batch[i] = nil
 	}
 	codec.FinishMessage(buf, mark)
+	l.charge(len(buf) - start) // the payload, as the server reads it
 	buf = codec.CompressMessage(buf, mark, l.c.opts.CompressType)
 	l.c.metrics.frames.Inc(1)
 	l.c.metrics.batchSize.Update(int64(len(batch)))
@@ -634,13 +650,16 @@ func (l *lane) readLoop() {
 			l.release(len(replies))
 			l.checkDrained()
 		case msg.Header.MessageType() == protocol.Request && msg.ServicePath == codec.ServicePath && msg.ServiceMethod == codec.MethodCredit:
-			inc, n, err := codec.DecodeCredit(msg.Payload)
+			inc, n, freed, err := codec.DecodeCreditBytes(msg.Payload)
 			if err != nil {
 				l.fail(fmt.Errorf("%w: bad credit message: %w", ErrConnection, err))
 				return
 			}
 			if inc == l.hs.Incarnation {
-				l.release(int(min(n, uint64(l.window))))
+				l.releaseBytes(freed)
+				if n > 0 {
+					l.release(int(min(n, uint64(l.window))))
+				}
 			}
 		case msg.Header.MessageType() == protocol.Request && msg.ServicePath == codec.ServicePath && msg.ServiceMethod == codec.MethodDrain:
 			if err := l.onDrainNotice(msg.Payload); err != nil {

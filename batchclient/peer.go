@@ -362,7 +362,7 @@ func handshake(conn net.Conn, auth string, maxBytes int, ct protocol.CompressTyp
 	h[0] = protocol.MagicNumber()
 	h.SetMessageType(protocol.Request)
 	h.SetSerializeType(protocol.SerializeNone)
-	meta := map[string]string{codec.MetaMaxFrame: strconv.Itoa(maxBytes)}
+	meta := map[string]string{codec.MetaMaxFrame: strconv.Itoa(maxBytes), codec.MetaByteCredits: "1"}
 	if ct != protocol.None {
 		meta[codec.MetaCompress] = strconv.Itoa(int(ct))
 	}
@@ -389,6 +389,7 @@ func handshake(conn net.Conn, auth string, maxBytes int, ct protocol.CompressTyp
 		}
 		hs, err := codec.DecodeHandshake(msg.Payload)
 		hs.ReadTimeout = readTimeoutOf(msg.Metadata)
+		hs.WindowBytes = codec.WindowBytesOf(msg.Metadata)
 		return hs, err
 	}
 }

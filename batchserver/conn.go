@@ -26,6 +26,7 @@ const maxGap = 2 * time.Second
 type heldFrame struct {
 	entries []codec.Entry
 	arrived time.Time
+	fr      *frameHold
 }
 
 // conn is the batch state of one client connection: it puts frames back in
@@ -53,6 +54,8 @@ type conn struct {
 	// credits counts finished casts and sends not yet credited back.
 	inflight atomic.Int64
 	credits  atomic.Int64
+	// bytes is the byte window's part (bytewindow.go).
+	bytes byteWindow
 
 	// Replies. At most one writer goroutine runs per connection: it is
 	// started when the first reply or credit is queued and exits when there
@@ -100,13 +103,19 @@ func (c *conn) fail(err error) {
 	c.c.Close()
 }
 
-// deliver runs the entries of frame seq once every earlier frame has run.
-// arrived is when rpcx read the frame: the entries' deadlines count from it.
-func (c *conn) deliver(seq uint64, entries []codec.Entry, arrived time.Time) {
+// deliver runs the entries of frame seq, size bytes, once every earlier
+// frame has run. arrived is when rpcx read the frame: the entries'
+// deadlines count from it.
+func (c *conn) deliver(seq uint64, entries []codec.Entry, size int, arrived time.Time) {
 	// A lane keeps at most Window entries unfinished; twice that is a peer
 	// that ignores the window, not a slow moment.
 	if n := c.inflight.Add(int64(len(entries))); n > 2*int64(c.p.opts.Window) {
 		c.fail(fmt.Errorf("%w: %d entries unfinished, window %d", ErrWindowExceeded, n, c.p.opts.Window))
+		return
+	}
+	fr, err := c.hold(size, len(entries))
+	if err != nil {
+		c.fail(err)
 		return
 	}
 	c.orderMu.Lock()
@@ -125,7 +134,7 @@ func (c *conn) deliver(seq uint64, entries []codec.Entry, arrived time.Time) {
 	}
 	// Deadlines count from when the frame arrived, not from when its turn
 	// came behind an earlier frame.
-	c.held[seq] = heldFrame{entries: entries, arrived: arrived}
+	c.held[seq] = heldFrame{entries: entries, arrived: arrived, fr: fr}
 	if gap && c.gapTimer == nil {
 		// A frame before this one is missing. rpcx hands frames to
 		// goroutines, so it is normally a moment away; but rpcx may also
@@ -161,7 +170,7 @@ func (c *conn) deliver(seq uint64, entries []codec.Entry, arrived time.Time) {
 			c.gapTimer = nil
 		}
 		c.orderMu.Unlock()
-		c.run(next.entries, next.arrived)
+		c.run(next.entries, next.arrived, next.fr)
 		c.orderMu.Lock()
 	}
 }
@@ -188,7 +197,7 @@ func (c *conn) gapExpired(want uint64) {
 // connection's send queue, which runs them one after another in lane order
 // without holding up the calls and casts of later frames. Each entry's read
 // hooks run here first, in lane order, as rpcx runs them in its read loop.
-func (c *conn) run(entries []codec.Entry, arrived time.Time) {
+func (c *conn) run(entries []codec.Entry, arrived time.Time, fr *frameHold) {
 	hooks := c.p.hooks.present()
 	for i := range entries {
 		e := &entries[i]
@@ -200,31 +209,34 @@ func (c *conn) run(entries []codec.Entry, arrived time.Time) {
 		case codec.KindSend:
 			c.p.metrics.sends.Inc(1)
 		default:
+			c.frameDone(fr)
 			continue
 		}
 		// Without request hooks the entry's context is made where it runs,
 		// keeping this path as short as it was: it delays every later frame.
 		var ec *entryCtx
 		if hooks != 0 {
-			ec = entryContext(c, e, arrived)
+			ec = entryContext(c, e, arrived, fr)
 			if err := c.p.readEntry(ec, e, hooks); err != nil {
 				c.p.refuse(c, ec, e, err)
 				continue
 			}
 		}
 		if e.Kind == codec.KindSend {
-			c.queueSend(sendItem{ec: ec, e: e, arrived: arrived})
+			c.queueSend(sendItem{ec: ec, e: e, arrived: arrived, fr: fr})
 			continue
 		}
-		c.p.start(task{c: c, e: e, ec: ec, arrived: arrived})
+		c.p.start(task{c: c, e: e, ec: ec, arrived: arrived, fr: fr})
 	}
 }
 
 func (c *conn) queuedReplies() int { return int(c.nReply.Load()) }
 
 // queueReply hands a call's reply to the connection's writer; the reply
-// also gives the call's place in the window back to the lane.
-func (c *conn) queueReply(rp codec.Reply) {
+// also gives the call's place in the window back to the lane, and its
+// frame's bytes once the call was the frame's last unfinished entry.
+func (c *conn) queueReply(rp codec.Reply, fr *frameHold) {
+	c.frameDone(fr)
 	c.replyMu.Lock()
 	// Under replyMu, with the reply queued in the same step: a drain that
 	// sees no entry in flight sees its reply (conn.idle).
@@ -239,8 +251,10 @@ func (c *conn) queueReply(rp codec.Reply) {
 }
 
 // credit records a finished cast or send: its place in the lane's window
+// (and its frame's bytes, once it was the frame's last unfinished entry)
 // goes back to the client in the next credit message.
-func (c *conn) credit() {
+func (c *conn) credit(fr *frameHold) {
+	c.frameDone(fr)
 	c.inflight.Add(-1)
 	c.credits.Add(1)
 	c.replyMu.Lock()
@@ -272,9 +286,10 @@ func (c *conn) writeReplies() {
 		c.replyMu.Lock()
 		batch := c.replies
 		credits := c.credits.Swap(0)
+		freed := c.bytes.credit.Swap(0)
 		notice := c.drainNotice.Swap(false)
 		ping := c.pingWanted.Swap(false)
-		if len(batch) == 0 && credits == 0 && !notice && !ping {
+		if len(batch) == 0 && credits == 0 && freed == 0 && !notice && !ping {
 			c.writing = false
 			c.replyMu.Unlock()
 			return
@@ -286,7 +301,7 @@ func (c *conn) writeReplies() {
 		taken := batch
 		for first := true; first || len(batch) > 0; first = false {
 			n := c.fit(batch)
-			if err := c.writeFrame(batch[:n], credits, notice, ping); err != nil {
+			if err := c.writeFrame(batch[:n], credits, freed, notice, ping); err != nil {
 				c.p.metrics.errWrite.Inc(1)
 				logf("rpcxbatch: writing replies to %s: %v", c.c.RemoteAddr(), err)
 				c.replyMu.Lock()
@@ -295,7 +310,7 @@ func (c *conn) writeReplies() {
 				c.c.Close()
 				return
 			}
-			batch, credits, notice, ping = batch[n:], 0, false, false
+			batch, credits, freed, notice, ping = batch[n:], 0, 0, false, false
 		}
 		c.replyMu.Lock()
 		if c.spare == nil {
@@ -320,9 +335,9 @@ func (c *conn) fit(batch []codec.Reply) int {
 }
 
 // writeFrame writes a server heartbeat (when ping), a drain notice (when
-// notice), a credit message (when credits > 0) and a reply frame (when
-// there are replies) with one Write.
-func (c *conn) writeFrame(replies []codec.Reply, credits int64, notice, ping bool) error {
+// notice), a credit message (when credits or freed bytes > 0) and a reply
+// frame (when there are replies) with one Write.
+func (c *conn) writeFrame(replies []codec.Reply, credits, freed int64, notice, ping bool) error {
 	h := codec.OnewayHeader(0)
 	b := c.buf[:0]
 	if ping {
@@ -334,10 +349,14 @@ func (c *conn) writeFrame(replies []codec.Reply, credits int64, notice, ping boo
 		b = codec.AppendDrain(b, c.p.incarnation)
 		codec.FinishMessage(b, mark)
 	}
-	if credits > 0 {
+	if credits > 0 || freed > 0 {
 		var mark codec.MessageMark
 		b, mark = codec.StartMessage(b, &h, codec.ServicePath, codec.MethodCredit, nil)
-		b = codec.AppendCredit(b, c.p.incarnation, uint64(credits))
+		if freed > 0 {
+			b = codec.AppendCreditBytes(b, c.p.incarnation, uint64(credits), uint64(freed))
+		} else {
+			b = codec.AppendCredit(b, c.p.incarnation, uint64(credits))
+		}
 		codec.FinishMessage(b, mark)
 	}
 	if len(replies) > 0 {

@@ -24,13 +24,16 @@ var (
 // entryContext builds the context a handler sees, as rpcx builds it for a
 // plain request: the connection, the request and response metadata, and the
 // caller's deadline, counted from when the entry's frame arrived. The entry
-// must be ended (end) when it is done.
-func entryContext(c *conn, e *codec.Entry, arrived time.Time) *entryCtx {
+// must be ended (end) when it is done. fr is the entry's frame (see
+// bytewindow.go).
+func entryContext(c *conn, e *codec.Entry, arrived time.Time, fr *frameHold) *entryCtx {
 	var deadline time.Time
 	if e.TimeoutMicros > 0 {
 		deadline = arrived.Add(time.Duration(e.TimeoutMicros) * time.Microsecond)
 	}
-	return newEntryCtx(c.c, arrived, e.Metadata, e.TimeoutMicros > 0, deadline)
+	ec := newEntryCtx(c.c, arrived, e.Metadata, e.TimeoutMicros > 0, deadline)
+	ec.frame = fr
+	return ec
 }
 
 // runCall runs one call or cast entry the way rpcx runs a request: auth,

@@ -46,6 +46,10 @@ type entryCtx struct {
 	// server's plugins have none (see entryhooks.go).
 	req *protocol.Message
 	hs  hookSet
+
+	// frame is the entry's frame, whose bytes the entry holds until it
+	// finishes (bytewindow.go).
+	frame *frameHold
 }
 
 // hooks returns the request hooks to run for the entry.

@@ -84,7 +84,7 @@ func (p *Plugin) refuse(c *conn, ec *entryCtx, e *codec.Entry, err error) {
 		return
 	}
 	p.preWriteOneway(ec, err)
-	c.credit()
+	c.credit(ec.frame)
 }
 
 // preHandle runs the PreHandleRequest hooks for the entry. rpcx v1.9.4
@@ -127,7 +127,7 @@ func (p *Plugin) reply(c *conn, ec *entryCtx, e *codec.Entry, payload []byte, er
 	}
 	hs := ec.hooks()
 	if ec.req == nil || hs&(hookPreWrite|hookPostWrite) == 0 {
-		c.queueReply(rp)
+		c.queueReply(rp, ec.frame)
 		return
 	}
 	res := responseMessage(ec.req, &rp)
@@ -144,7 +144,7 @@ func (p *Plugin) reply(c *conn, ec *entryCtx, e *codec.Entry, payload []byte, er
 		// may still read res.Payload: the writer gets a copy.
 		rp.Payload = append(c.replyBufs.get(), rp.Payload...)
 	}
-	c.queueReply(rp)
+	c.queueReply(rp, ec.frame)
 	if hs&hookPostWrite != 0 {
 		defer p.recoverHook("PostWriteResponse", ec.req)
 		_ = p.hooks.PluginContainer.DoPostWriteResponse(ctx, ec.req, res, err)

@@ -11,6 +11,10 @@ var (
 	// ErrWindowExceeded is why a connection is closed when its client keeps
 	// far more entries unfinished than the window the handshake granted.
 	ErrWindowExceeded = errors.New("rpcxbatch: client exceeded its window of unfinished entries")
+	// ErrByteWindowExceeded is why a connection is closed when its client
+	// makes the server hold far more bytes of unfinished frames than the
+	// byte window the handshake granted (WithWindowBytes).
+	ErrByteWindowExceeded = errors.New("rpcxbatch: client exceeded its byte window of unfinished frames; a batchclient keeps within it, so this is a client that ignores it or one that predates it (raise WithWindowBytes for such clients)")
 	// ErrReplyTooLarge is the error a call gets instead of a reply that
 	// would not fit one frame the client reads (the smaller of both sides'
 	// MaxFrameBytes): the reply is dropped, the connection goes on.

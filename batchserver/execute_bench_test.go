@@ -50,7 +50,7 @@ func BenchmarkExecute(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		e := codec.Entry{Kind: codec.KindCall, ID: 1, ServicePath: "Echo", ServiceMethod: "Data",
 			SerializeType: uint8(protocol.MsgPack), Payload: payload, TimeoutMicros: 5000000}
-		ec := entryContext(c, &e, time.Now())
+		ec := entryContext(c, &e, time.Now(), nil)
 		out, err := p.execute(ec, &e, buf[:0], &fc)
 		if err != nil {
 			b.Fatal(err)

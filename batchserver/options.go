@@ -26,6 +26,9 @@ const (
 	// DefaultWindow is the most entries one lane may have unfinished on the
 	// server (written, and neither answered nor credited back).
 	DefaultWindow = 16384
+	// DefaultWindowBytes is the most bytes of batch frames one lane may
+	// have unfinished on the server (see WithWindowBytes).
+	DefaultWindowBytes = 8 << 20
 	// DefaultWriteTimeout bounds one reply-frame write; a client that does
 	// not read for this long is disconnected.
 	DefaultWriteTimeout = 10 * time.Second
@@ -48,6 +51,9 @@ type Options struct {
 	// reports its bound (server.WithPool's), at most its workers plus its
 	// capacity.
 	Window int
+	// WindowBytes is the most bytes of batch frames each lane may have
+	// unfinished here (see WithWindowBytes). Default 8 MiB.
+	WindowBytes int
 	// Registry receives the server metrics. Default: a new registry,
 	// available from Plugin.Metrics.
 	Registry metrics.Registry
@@ -72,6 +78,17 @@ func WithMaxFrameBytes(n int) Option { return func(o *Options) { o.MaxFrameBytes
 // WithWindow sets the most unfinished entries per lane.
 func WithWindow(n int) Option { return func(o *Options) { o.Window = n } }
 
+// WithWindowBytes sets the byte window: the most bytes of batch frames
+// each lane may have unfinished here. A frame's bytes are held from its
+// arrival until the last of its entries has finished (a call's reply is
+// queued; a cast or send has run), since its entries alias it, and they go
+// back to the lane with the credit written beside the replies. A lane may
+// still write one frame larger than the window when it has nothing else
+// unfinished (up to MaxFrameBytes), so that a large entry cannot stall. A
+// connection that holds more than twice the window (and is not that lone
+// frame) is closed with ErrByteWindowExceeded.
+func WithWindowBytes(n int) Option { return func(o *Options) { o.WindowBytes = n } }
+
 // WithWriteTimeout sets the bound on one reply-frame write.
 func WithWriteTimeout(d time.Duration) Option { return func(o *Options) { o.WriteTimeout = d } }
 
@@ -79,7 +96,7 @@ func WithWriteTimeout(d time.Duration) Option { return func(o *Options) { o.Writ
 func WithMetrics(r metrics.Registry) Option { return func(o *Options) { o.Registry = r } }
 
 func buildOptions(opts []Option) (Options, error) {
-	o := Options{BatchCap: DefaultBatchCap, MaxFrameBytes: DefaultMaxFrameBytes, WriteTimeout: DefaultWriteTimeout, Window: DefaultWindow}
+	o := Options{BatchCap: DefaultBatchCap, MaxFrameBytes: DefaultMaxFrameBytes, WriteTimeout: DefaultWriteTimeout, Window: DefaultWindow, WindowBytes: DefaultWindowBytes}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -89,8 +106,8 @@ func buildOptions(opts []Option) (Options, error) {
 	case o.PoolSize < 0 && o.PoolSize != Disabled:
 		return o, fmt.Errorf("%w: pool size %d (use a positive number, 0 for GOMAXPROCS, or Disabled)", ErrInvalidOption, o.PoolSize)
 	}
-	if o.BatchCap <= 0 || o.MaxFrameBytes <= 0 || o.WriteTimeout <= 0 || o.Window <= 0 {
-		return o, fmt.Errorf("%w: batch cap, byte cap, window and write timeout must be positive", ErrInvalidOption)
+	if o.BatchCap <= 0 || o.MaxFrameBytes <= 0 || o.WriteTimeout <= 0 || o.Window <= 0 || o.WindowBytes <= 0 {
+		return o, fmt.Errorf("%w: batch cap, byte cap, window, byte window and write timeout must be positive", ErrInvalidOption)
 	}
 	if o.Registry == nil {
 		o.Registry = metrics.NewRegistry()

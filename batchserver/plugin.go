@@ -237,8 +237,9 @@ func (p *Plugin) conn(c net.Conn) *conn {
 }
 
 func (p *Plugin) handshake(ctx *server.Context) error {
+	var st *conn
 	if c, _ := ctx.Get(server.RemoteConnContextKey).(net.Conn); c != nil {
-		st := p.conn(c)
+		st = p.conn(c)
 		// Reply frames stay within what this client reads.
 		if v, err := strconv.Atoi(ctx.Metadata()[codec.MetaMaxFrame]); err == nil && v > 0 {
 			st.maxReply.Store(int64(min(v, p.opts.MaxFrameBytes)))
@@ -246,6 +247,7 @@ func (p *Plugin) handshake(ctx *server.Context) error {
 		st.compress.Store(uint32(compressWanted(ctx.Metadata())))
 	}
 	p.advertiseReadTimeout(ctx)
+	p.grantWindowBytes(ctx, st)
 	p.keepLanesHeard()
 	h := codec.Handshake{
 		Version:       codec.Version,
@@ -290,7 +292,7 @@ func (p *Plugin) batch(ctx *server.Context) error {
 	}
 	p.metrics.frames.Inc(1)
 	p.metrics.batchSize.Update(int64(len(entries)))
-	st.deliver(seq, entries, frameArrived(ctx))
+	st.deliver(seq, entries, len(ctx.Payload()), frameArrived(ctx))
 	p.holdWhileDraining(st)
 	return nil
 }

@@ -22,11 +22,12 @@ type sendQueue struct {
 }
 
 // sendItem is one send entry, its context (nil until it runs, when the
-// server has no request hooks) and when its frame arrived.
+// server has no request hooks), when its frame arrived and the frame.
 type sendItem struct {
 	ec      *entryCtx
 	e       *codec.Entry
 	arrived time.Time
+	fr      *frameHold
 }
 
 // queueSend appends a send entry to the connection's queue.
@@ -58,10 +59,10 @@ func (c *conn) runSends() {
 		for i := range batch {
 			it := &batch[i]
 			if it.ec == nil {
-				it.ec = entryContext(c, it.e, it.arrived)
+				it.ec = entryContext(c, it.e, it.arrived, it.fr)
 			}
 			c.p.runSend(c, it.ec, it.e)
-			c.credit()
+			c.credit(it.fr)
 			batch[i] = sendItem{}
 		}
 		q.mu.Lock()

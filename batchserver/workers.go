@@ -34,16 +34,18 @@ type task struct {
 	ec *entryCtx // nil until it runs, when the server has no request hooks
 	// arrived is when the entry's frame was read.
 	arrived time.Time
+	// fr is the entry's frame (bytewindow.go).
+	fr *frameHold
 }
 
 // run runs the task on a worker, with the worker's own codec.
 func (t task) run(fc *fastcodec.Codec) {
 	if t.ec == nil {
-		t.ec = entryContext(t.c, t.e, t.arrived)
+		t.ec = entryContext(t.c, t.e, t.arrived, t.fr)
 	}
 	t.c.p.runCall(t.c, t.ec, t.e, fc)
 	if t.e.Kind == codec.KindCast {
-		t.c.credit()
+		t.c.credit(t.fr)
 	}
 }
 

@@ -271,3 +271,23 @@ func FuzzDecodeCredit(f *testing.F) {
 		require.Equal(t, n, n2)
 	})
 }
+
+// FuzzDecodeCreditBytes runs the credit decoder of byte-window lanes, which
+// reads both forms.
+func FuzzDecodeCreditBytes(f *testing.F) {
+	f.Add(AppendCredit(nil, 1, 0))
+	f.Add(AppendCreditBytes(nil, 0xfeedface, 1<<40, 1<<20))
+	f.Add([]byte{0x94})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		inc, n, b, err := DecodeCreditBytes(data)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrVersion) {
+				t.Fatalf("unexpected error kind: %v", err)
+			}
+			return
+		}
+		inc2, n2, b2, err := DecodeCreditBytes(AppendCreditBytes(nil, inc, n, b))
+		require.NoError(t, err)
+		require.Equal(t, [3]uint64{inc, n, b}, [3]uint64{inc2, n2, b2})
+	})
+}

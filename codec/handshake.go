@@ -32,6 +32,11 @@ type Handshake struct {
 	// handshake, so servers and clients without it still understand each
 	// other.
 	ReadTimeout time.Duration
+	// WindowBytes is the most bytes of batch frames a lane may have
+	// unfinished on the server (see bytewindow.go), 0 when the server
+	// grants no byte window. Like ReadTimeout it travels in the handshake
+	// response's metadata (MetaWindowBytes).
+	WindowBytes int
 }
 
 // MetaReadTimeout, in a handshake response's metadata, is the server's
