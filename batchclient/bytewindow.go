@@ -1,6 +1,7 @@
 package batchclient
 
 import (
+	"math"
 	"sync/atomic"
 )
 
@@ -57,7 +58,11 @@ func (w *byteWindow) fit(out []*entry, frameBytes int) int {
 	inflight := w.inflight.Load()
 	n, size := 0, 0
 	for n < len(out) {
-		s := out[n].size
+		e := out[n]
+		if e.deferred && e.argState.Load() != argsEncoded {
+			break // not encoded yet: its size is not known
+		}
+		s := e.size
 		if n > 0 && size+s > frameBytes {
 			break
 		}
@@ -69,6 +74,16 @@ func (w *byteWindow) fit(out []*entry, frameBytes int) int {
 		n++
 	}
 	return n
+}
+
+// room is the bytes the byte window has left: the writer encodes the
+// arguments of deferred entries (Call's) only that far, so that it holds
+// no more encoded than it may write (and one entry beyond).
+func (w *byteWindow) room() int64 {
+	if w.limit == 0 {
+		return math.MaxInt64
+	}
+	return w.limit - w.inflight.Load()
 }
 
 // charge counts a frame of size payload bytes, about to be written, as in

@@ -400,13 +400,13 @@ func (l *lane) writeLoop() {
 		settle.Settle(l.queued, l.batchCap, l.c.wokenCallers)
 		for {
 			if len(out) == 0 {
-				batch = l.take(batch)
-				if len(batch) == 0 {
+				if out = l.take(batch); len(out) == 0 {
 					break
 				}
-				if out = l.encodeDeferred(batch, &fc); len(out) == 0 {
-					continue
-				}
+				batch = out
+			}
+			if out = l.encodeDeferred(out, &fc, l.bw.room()); len(out) == 0 {
+				continue
 			}
 			if l.draining.Load() {
 				l.dropDraining(out)
@@ -432,18 +432,27 @@ func (l *lane) writeLoop() {
 	}
 }
 
-// encodeDeferred encodes the arguments of the batch's deferred entries and
-// returns the batch without those not to be sent: withdrawn by their
-// callers, or failed to encode (their calls fail here). Their places in
-// the window go back.
-func (l *lane) encodeDeferred(batch []*entry, fc *fastcodec.Codec) []*entry {
+// encodeDeferred encodes the arguments of the batch's deferred entries,
+// as far as budget bytes (the room left in the byte window: the entries
+// after it stay as they are until the window has room), and returns the
+// batch without those not to be sent: withdrawn by their callers, or
+// failed to encode (their calls fail here). Their places in the window go
+// back.
+func (l *lane) encodeDeferred(batch []*entry, fc *fastcodec.Codec, budget int64) []*entry {
 	kept, dropped := batch[:0], 0
 	for _, e := range batch {
-		if !e.deferred {
+		if !e.deferred || budget <= 0 {
 			kept = append(kept, e)
+			budget -= int64(e.size)
 			continue
 		}
 		if !e.argState.CompareAndSwap(argsQueued, argsEncoding) {
+			if e.argState.Load() == argsEncoded {
+				// Encoded before, and held back by the byte window.
+				kept = append(kept, e)
+				budget -= int64(e.size)
+				continue
+			}
 			dropped++ // withdrawn: the call is over, and e is its caller's
 			continue
 		}
@@ -451,6 +460,7 @@ func (l *lane) encodeDeferred(batch []*entry, fc *fastcodec.Codec) []*entry {
 		if err == nil {
 			e.argState.Store(argsEncoded)
 			kept = append(kept, e)
+			budget -= int64(e.size)
 			continue
 		}
 		dropped++

@@ -1,0 +1,135 @@
+package batchserver_test
+
+import (
+	"context"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/smallnest/rpcx/protocol"
+	"github.com/smallnest/rpcx/server"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rpcxbatch/rpcxbatch/batchclient"
+	"github.com/rpcxbatch/rpcxbatch/batchserver"
+)
+
+// Holder is a service whose Take blocks until released: a slow handler
+// that keeps its entry unfinished.
+type Holder struct {
+	release chan struct{}
+	started atomic.Int64
+	done    atomic.Int64
+}
+
+// Take waits for the release (at most 30 s). Its argument aliases the
+// frame it came in (rpcx's byte codec does not copy), so what it holds is
+// the frame's bytes.
+func (h *Holder) Take(_ context.Context, b *[]byte, r *[]byte) error {
+	h.started.Add(1)
+	select {
+	case <-h.release:
+	case <-time.After(30 * time.Second):
+	}
+	h.done.Add(1)
+	return nil
+}
+
+// liveHeap is the live heap as the collection it forces marked it.
+func liveHeap() uint64 {
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// TestSlowHandlersHoldAtMostTheByteWindow: a client casting or calling
+// with 1 MiB payloads to a handler that blocks cannot make the server hold
+// more than the byte window per lane. Without a byte window the entry
+// window (16,384 per lane) let every entry through, and the server held
+// all of them.
+func TestSlowHandlersHoldAtMostTheByteWindow(t *testing.T) {
+	for _, op := range []string{"cast", "call"} {
+		t.Run(op, func(t *testing.T) { testSlowHandlersHold(t, op) })
+	}
+}
+
+func testSlowHandlersHold(t *testing.T, op string) {
+	const (
+		lanes       = 2
+		windowBytes = 8 << 20 // the default byte window (batchserver.DefaultWindowBytes)
+		queueBytes  = 2 << 20
+		payloadSize = 1 << 20
+		casts       = 200
+	)
+	h := &Holder{release: make(chan struct{})}
+	s := server.NewServer()
+	require.NoError(t, s.RegisterName("Holder", h, ""))
+	p, err := batchserver.New(s, batchserver.WithPoolSize(lanes))
+	require.NoError(t, err)
+	addr := serve(t, s)
+	released := false
+	defer func() {
+		if !released {
+			close(h.release)
+		}
+	}()
+
+	c := newClient(t, batchclient.WithSerializeType(protocol.SerializeNone), batchclient.WithQueueLimits(1000, queueBytes))
+	waitConnected(t, c, addr)
+	payload := make([]byte, payloadSize)
+
+	base := liveHeap()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range casts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if op == "cast" {
+				err = c.Cast(ctx, addr, "Holder", "Take", payload)
+			} else {
+				var reply []byte
+				err = c.Call(ctx, addr, "Holder", "Take", payload, &reply)
+			}
+			if err != nil {
+				failed.Add(1)
+				t.Logf("%s failed: %v", op, err)
+			}
+		}()
+	}
+	// The entries fill the server (up to the byte window), then the client's
+	// queue, and the rest of the callers wait for room holding nothing.
+	var peak uint64
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		peak = max(peak, liveHeap())
+		time.Sleep(100 * time.Millisecond)
+	}
+	started := h.started.Load()
+	growth := int64(peak) - int64(base)
+	// The client runs in this process too: what it holds (per lane, its
+	// queue, one entry being admitted and one frame being written) counts.
+	bound := int64(lanes * (windowBytes + queueBytes + 2*payloadSize))
+	t.Logf("heap growth with %d %ss of %d KiB to blocked handlers, %d lanes: %.1f MiB (bound %.0f MiB); %d handlers started",
+		casts, op, payloadSize>>10, lanes, float64(growth)/(1<<20), float64(bound)/(1<<20), started)
+
+	// Released, the handlers finish, their bytes go back, and every cast
+	// gets through (a call's writer encodes its arguments only as far as
+	// the byte window has room).
+	close(h.release)
+	released = true
+	wg.Wait()
+	require.Zero(t, failed.Load())
+	require.True(t, eventually(30*time.Second, func() bool { return h.done.Load() == casts }), "%d of %d %ss ran", h.done.Load(), casts, op)
+	require.Zero(t, counter(t, p.Metrics(), "rpcxbatch.server.errors.malformed"), "a lane was closed")
+
+	require.LessOrEqual(t, growth, bound, "the server held more than lanes x WindowBytes of frames")
+	require.LessOrEqual(t, started, int64(lanes*windowBytes/payloadSize), "more 1 MiB entries reached the handler than the byte window holds")
+}
