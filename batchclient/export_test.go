@@ -52,3 +52,33 @@ func RoomWaiters(c *Client, addr string) (waiters, queued int) {
 func GenerateRPCClient(xc client.XClient, addr string) (client.RPCClient, error) {
 	return xc.(*xClient).b.GenerateClient("tcp@"+addr, "", "")
 }
+
+// BytesInFlight is the bytes of frames the lanes of addr's current pool
+// have written and the server has not handed back (the byte window).
+func BytesInFlight(c *Client, addr string) int64 {
+	p, err := c.peer(addr)
+	if err != nil || p == nil {
+		return 0
+	}
+	var n int64
+	for _, l := range p.view.Load().lanes {
+		n += l.bytesInFlight()
+	}
+	return n
+}
+
+// ByteWindowFit is how many entries of the given encoded sizes a lane's
+// writer sends now as one frame, with a byte window of limit (0: none)
+// and inflight bytes unanswered, under a frame cap of frameBytes.
+func ByteWindowFit(limit, inflight int64, frameBytes int, sizes ...int) int {
+	w := byteWindow{limit: limit}
+	w.inflight.Store(inflight)
+	out := make([]*entry, len(sizes))
+	for i, s := range sizes {
+		out[i] = &entry{size: s}
+	}
+	return w.fit(out, frameBytes)
+}
+
+// MaxBatchHeader is the most bytes a batch frame's header takes.
+const MaxBatchHeader = maxBatchHeader

@@ -21,9 +21,13 @@ import (
 // that keeps its entry unfinished.
 type Holder struct {
 	release chan struct{}
+	once    sync.Once
 	started atomic.Int64
 	done    atomic.Int64
 }
+
+// Release lets every handler waiting, and every later one, return.
+func (h *Holder) Release() { h.once.Do(func() { close(h.release) }) }
 
 // Take waits for the release (at most 30 s). Its argument aliases the
 // frame it came in (rpcx's byte codec does not copy), so what it holds is
@@ -71,12 +75,7 @@ func testSlowHandlersHold(t *testing.T, op string) {
 	p, err := batchserver.New(s, batchserver.WithPoolSize(lanes))
 	require.NoError(t, err)
 	addr := serve(t, s)
-	released := false
-	defer func() {
-		if !released {
-			close(h.release)
-		}
-	}()
+	defer h.Release()
 
 	c := newClient(t, batchclient.WithSerializeType(protocol.SerializeNone), batchclient.WithQueueLimits(1000, queueBytes))
 	waitConnected(t, c, addr)
@@ -123,8 +122,7 @@ func testSlowHandlersHold(t *testing.T, op string) {
 	// Released, the handlers finish, their bytes go back, and every cast
 	// gets through (a call's writer encodes its arguments only as far as
 	// the byte window has room).
-	close(h.release)
-	released = true
+	h.Release()
 	wg.Wait()
 	require.Zero(t, failed.Load())
 	require.True(t, eventually(30*time.Second, func() bool { return h.done.Load() == casts }), "%d of %d %ss ran", h.done.Load(), casts, op)

@@ -28,3 +28,15 @@ func CountsItself(p *Plugin) bool {
 	defer p.holdMu.Unlock()
 	return p.holding
 }
+
+// HeldBytes is the bytes of batch frames the plugin's connections hold
+// (the byte window's count).
+func HeldBytes(p *Plugin) int64 {
+	p.connMu.Lock()
+	defer p.connMu.Unlock()
+	var n int64
+	for _, c := range p.conns {
+		n += c.bytes.held.Load()
+	}
+	return n
+}
