@@ -131,7 +131,7 @@ func parseBody(msg *Message, body []byte, maxBytes int) error {
 	if err != nil {
 		return err
 	}
-	msg.ServicePath, msg.ServiceMethod, msg.Payload = string(path), string(method), payload
+	msg.ServicePath, msg.ServiceMethod, msg.Payload = name(path), name(method), payload
 	if len(meta) > 0 {
 		if msg.Metadata, err = parseMeta(meta); err != nil {
 			return err
@@ -143,6 +143,23 @@ func parseBody(msg *Message, body []byte, maxBytes int) error {
 		}
 	}
 	return nil
+}
+
+// name returns b as a string, without allocating for the names lanes read
+// in every message (a reply frame and the credit beside it would otherwise
+// cost two strings each).
+func name(b []byte) string {
+	switch string(b) {
+	case "":
+		return ""
+	case ServicePath:
+		return ServicePath
+	case MethodReply:
+		return MethodReply
+	case MethodCredit:
+		return MethodCredit
+	}
+	return string(b)
 }
 
 // unzip decompresses a payload, refusing one that expands beyond maxBytes:
