@@ -14,7 +14,7 @@ var (
 	// ErrByteWindowExceeded is why a connection is closed when its client
 	// makes the server hold far more bytes of unfinished frames than the
 	// byte window the handshake granted (WithWindowBytes).
-	ErrByteWindowExceeded = errors.New("rpcxbatch: client exceeded its byte window of unfinished frames; a batchclient keeps within it, so this is a client that ignores it or one that predates it (raise WithWindowBytes for such clients)")
+	ErrByteWindowExceeded = errors.New("rpcxbatch: client exceeded its byte window of unfinished frames (a client older than the byte window does not keep within it: upgrade it, or raise WithWindowBytes)")
 	// ErrReplyTooLarge is the error a call gets instead of a reply that
 	// would not fit one frame the client reads (the smaller of both sides'
 	// MaxFrameBytes): the reply is dropped, the connection goes on.
