@@ -99,7 +99,7 @@ perf:
 	$(GO) run ./perf -preset full
 
 fuzz:
-	@for t in codec:FuzzDecodeBatch codec:FuzzDecodeReplies codec:FuzzDecodeHandshake codec:FuzzDecodeCredit \
+	@for t in codec:FuzzDecodeBatch codec:FuzzDecodeReplies codec:FuzzDecodeHandshake codec:FuzzDecodeCredit codec:FuzzDecodeCreditBytes \
 		codec:FuzzReadMessage internal/fastcodec:FuzzPlanDecode internal/fastcodec:FuzzDifferential; do \
 		$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) || exit 1; \
 	done
