@@ -125,6 +125,27 @@ var faults = []fault{
 			"func (r *rpcClient) UnregisterServerMessageChan() { r.bc.push.dropXClient(r.owner) }"}},
 		pkgs: []string{"./batchclient/"},
 	},
+	{
+		name: "byte-window-not-enforced",
+		edits: []edit{{"batchserver/bytewindow.go",
+			"total > limit && total > fr.bytes {",
+			"false && total > limit && total > fr.bytes {"}},
+		pkgs: []string{"./batchserver/"},
+	},
+	{
+		name: "byte-credit-never-handed-back",
+		edits: []edit{{"batchserver/bytewindow.go",
+			"\t\tc.bytes.credit.Add(fr.bytes)\n",
+			"\t\t_ = fr.bytes\n"}},
+		pkgs: []string{"./batchserver/"},
+	},
+	{
+		name: "lane-ignores-byte-window",
+		edits: []edit{{"batchclient/bytewindow.go",
+			"if w.limit > 0 && inflight+",
+			"if false && inflight+"}},
+		pkgs: []string{"./batchclient/", "./batchserver/"},
+	},
 }
 
 func main() {
