@@ -105,16 +105,26 @@ func testSlowHandlersHold(t *testing.T, op string) {
 	}
 	// The entries fill the server (up to the byte window), then the client's
 	// queue, and the rest of the callers wait for room holding nothing.
+	// Once no more entries reach the handler (nothing is written while the
+	// handlers hold the window), the heap is sampled: what stays held, not
+	// a frame on its way, which the writing client holds too.
+	last, stable := int64(-1), time.Now()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if n := h.started.Load(); n != last {
+			last, stable = n, time.Now()
+		} else if time.Since(stable) >= 300*time.Millisecond {
+			break
+		}
+	}
 	var peak uint64
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) {
+	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		peak = max(peak, liveHeap())
-		time.Sleep(100 * time.Millisecond)
 	}
 	started := h.started.Load()
 	growth := int64(peak) - int64(base)
 	// The client runs in this process too: what it holds (per lane, its
-	// queue, one entry being admitted and one frame being written) counts.
+	// queue, one entry encoded beyond the window and the frame buffer it
+	// keeps between frames) counts.
 	bound := int64(lanes * (windowBytes + queueBytes + 2*payloadSize))
 	t.Logf("heap growth with %d %ss of %d KiB to blocked handlers, %d lanes: %.1f MiB (bound %.0f MiB); %d handlers started",
 		casts, op, payloadSize>>10, lanes, float64(growth)/(1<<20), float64(bound)/(1<<20), started)
