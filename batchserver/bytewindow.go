@@ -15,7 +15,7 @@ import (
 // connection makes the server hold, as the entry window (WithWindow)
 // bounds their entries. A decoded entry aliases its frame, so a frame is
 // held as a whole until the last of its entries has finished: its bytes
-// are charged when it arrives (byteWindow.hold) and given back when that
+// are charged when it arrives (conn.hold) and given back when that
 // last entry finishes, on the path that gives the entry's place in the
 // entry window back (conn.queueReply, conn.credit). To a lane that keeps
 // within the byte window (it said so in its handshake) the freed bytes go
