@@ -539,6 +539,11 @@ func (l *lane) appendFrame(buf []byte, frameSeq uint64, batch []*entry) []byte {
 		}
 		buf = codec.AppendEntry(buf, &e.Entry)
 		if e.deferred {
+			// Copied into the frame: a caller waiting for its reply need
+			// not keep a large encoding of its arguments alive.
+			if cap(e.buf) > maxKeptPayload {
+				e.buf, e.Payload = nil, nil
+			}
 			e.argState.Store(argsDone) // from here on e is its caller's
 		} else {
 			putEntry(e)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
 
 // Holder is a service whose Take blocks until released: a slow handler
@@ -80,6 +82,14 @@ func testSlowHandlersHold(t *testing.T, op string) {
 	c := newClient(t, batchclient.WithSerializeType(protocol.SerializeNone), batchclient.WithQueueLimits(1000, queueBytes))
 	waitConnected(t, c, addr)
 	payload := make([]byte, payloadSize)
+	// A client that has made calls before reuses their entries, which
+	// encode arguments into buffers of their own (a fresh one borrows the
+	// caller's bytes): warm them, as on a busy client.
+	require.NoError(t, s.RegisterName("Echo", new(testsvc.Echo), ""))
+	concurrently(t, 300, func(int) error {
+		var r []byte
+		return c.Call(ctxT(t, 10*time.Second), addr, "Echo", "Bytes", []byte("small"), &r)
+	})
 
 	base := liveHeap()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -116,18 +126,23 @@ func testSlowHandlersHold(t *testing.T, op string) {
 			break
 		}
 	}
-	var peak uint64
+	var samples []int64
 	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		peak = max(peak, liveHeap())
+		samples = append(samples, int64(liveHeap())-int64(base))
 	}
+	slices.Sort(samples)
 	started := h.started.Load()
-	growth := int64(peak) - int64(base)
+	growth, peak := samples[len(samples)/2], samples[len(samples)-1]
 	// The client runs in this process too: what it holds (per lane, its
 	// queue, one entry encoded beyond the window and the frame buffer it
-	// keeps between frames) counts.
+	// keeps between frames) counts. What stays held is the median sample;
+	// a single sample may find one frame more per lane (under the race
+	// detector, in one run out of three or four, a sample 7.5 MiB higher
+	// while the server held the same 14 entries; a heap profile taken
+	// after showed only the held frames): the peak is allowed that.
 	bound := int64(lanes * (windowBytes + queueBytes + 2*payloadSize))
-	t.Logf("heap growth with %d %ss of %d KiB to blocked handlers, %d lanes: %.1f MiB (bound %.0f MiB); %d handlers started",
-		casts, op, payloadSize>>10, lanes, float64(growth)/(1<<20), float64(bound)/(1<<20), started)
+	t.Logf("heap growth with %d %ss of %d KiB to blocked handlers, %d lanes: %.1f MiB (bound %.0f MiB), peak %.1f MiB; %d handlers started",
+		casts, op, payloadSize>>10, lanes, float64(growth)/(1<<20), float64(bound)/(1<<20), float64(peak)/(1<<20), started)
 
 	// Released, the handlers finish, their bytes go back, and every cast
 	// gets through (a call's writer encodes its arguments only as far as
@@ -139,5 +154,6 @@ func testSlowHandlersHold(t *testing.T, op string) {
 	require.Zero(t, counter(t, p.Metrics(), "rpcxbatch.server.errors.malformed"), "a lane was closed")
 
 	require.LessOrEqual(t, growth, bound, "the server held more than lanes x WindowBytes of frames")
+	require.LessOrEqual(t, peak, bound+lanes*windowBytes, "the server held more than lanes x WindowBytes of frames, and a frame per lane on its way")
 	require.LessOrEqual(t, started, int64(lanes*windowBytes/payloadSize), "more 1 MiB entries reached the handler than the byte window holds")
 }
