@@ -39,6 +39,25 @@ func stacksWith(funcs ...string) []string {
 	return found
 }
 
+// requireNoStacks fails t unless, within a second, no goroutine's stack
+// holds any of funcs. A goroutine that an owner has joined may still be on
+// its way out (past its WaitGroup's Done, runnable at its function's end)
+// when the owner returns; a goroutine left running stays, and is caught.
+func requireNoStacks(t *testing.T, msg string, funcs ...string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for {
+		left := stacksWith(funcs...)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			require.Empty(t, left, msg)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // Plugin.Close joins the plugin's per-connection goroutines (reply
 // writers, send queues) and Client.Close its lanes' and peers': once each
 // returns, after load with calls and a send in flight, none is left.
@@ -46,6 +65,11 @@ func TestCloseJoinsGoroutines(t *testing.T) {
 	s, p := newServer(t)
 	addr := serve(t, s)
 	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	// A failure before the end must not leave the send handler blocked
+	// for the tests after this one.
+	t.Cleanup(free)
 	started := make(chan struct{}, 1)
 	require.NoError(t, p.HandleSend("hold", func(context.Context, []byte) {
 		select {
@@ -98,17 +122,17 @@ func TestCloseJoinsGoroutines(t *testing.T) {
 			t.Fatal("a call in flight did not return after Client.Close")
 		}
 	}
-	require.Empty(t, stacksWith("batchclient.(*lane).", "batchclient.(*peer).run", "batchclient.(*peer).dialPlain"),
-		"client goroutines left after Client.Close")
+	requireNoStacks(t, "client goroutines left after Client.Close",
+		"batchclient.(*lane).", "batchclient.(*peer).run", "batchclient.(*peer).dialPlain")
 
 	s.Close()
 	// The held send runs until released; Close waits for it.
-	time.AfterFunc(300*time.Millisecond, func() { close(release) })
+	time.AfterFunc(300*time.Millisecond, free)
 	start := time.Now()
 	require.NoError(t, p.Close())
 	require.GreaterOrEqual(t, time.Since(start), 250*time.Millisecond, "Close did not wait for the running send")
-	require.Empty(t, stacksWith("batchserver.(*conn).writeReplies", "batchserver.(*conn).runSends"),
-		"plugin goroutines left after Plugin.Close")
+	requireNoStacks(t, "plugin goroutines left after Plugin.Close",
+		"batchserver.(*conn).writeReplies", "batchserver.(*conn).runSends")
 }
 
 // With a user pool, Plugin.Close also joins the pool's feeder and pinger
@@ -140,9 +164,9 @@ func TestCloseJoinsPoolGoroutines(t *testing.T) {
 	require.NoError(t, s.Shutdown(ctx))
 	require.NoError(t, c.Close())
 	require.NoError(t, p.Close())
-	require.Empty(t, stacksWith("batchserver.(*poolPinger).run", "batchserver.(*poolFeeder).feed",
-		"batchserver.(*Plugin).watchIdle", "batchserver.(*Plugin).waitIdle"),
-		"plugin goroutines left after Plugin.Close")
+	requireNoStacks(t, "plugin goroutines left after Plugin.Close",
+		"batchserver.(*poolPinger).run", "batchserver.(*poolFeeder).feed",
+		"batchserver.(*Plugin).watchIdle", "batchserver.(*Plugin).waitIdle")
 }
 
 var _ = batchserver.ErrSendHandlerExists
