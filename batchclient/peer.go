@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"net"
 	"strconv"
 	"strings"
@@ -404,7 +405,7 @@ func (p *peer) pick(ctx context.Context, key string, hasKey bool) (*lane, plainR
 		case stateBatch:
 			var i uint64
 			if hasKey {
-				i = hashKey(key)
+				i = maphash.String(p.c.keySeed, key)
 			} else {
 				i = p.c.rr.Add(1)
 			}
@@ -538,14 +539,4 @@ func (p *peer) info() Info {
 		return Info{Status: NotConnected}
 	}
 	return Info{Status: Down, Err: v.err}
-}
-
-// hashKey is FNV-1a: cheap, and spreads short keys well over a few lanes.
-func hashKey(k string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(k); i++ {
-		h ^= uint64(k[i])
-		h *= 1099511628211
-	}
-	return h
 }
