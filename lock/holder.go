@@ -19,9 +19,8 @@ type Holder struct {
 	life context.Context
 	end  context.CancelFunc
 
-	mu     sync.Mutex // one request at a time; guards what follows
-	seq    uint64     // the last request's number
-	lastOK uint64     // the last request that succeeded
+	mu  sync.Mutex // one request at a time; guards what follows
+	seq uint64     // the last request's number
 	// remote holds, per other node, the keys this holder holds there.
 	remote map[string]*remoteHolds
 }
@@ -43,11 +42,7 @@ func (h *Holder) Lock(ctx context.Context, mode Mode, keys ...string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.seq++
-	err := h.lockLocal(ctx, mode, keys, h.seq)
-	if err == nil {
-		h.lastOK = h.seq
-	}
-	return err
+	return h.lockLocal(ctx, mode, keys, h.seq)
 }
 
 func (h *Holder) lockLocal(ctx context.Context, mode Mode, keys []string, seq uint64) error {

@@ -33,11 +33,13 @@ type owner struct {
 	pending map[uint64]pendingReq // requests in progress by seq
 }
 
-// heldKey is one key an owner holds: its mode, the request that took it
-// and the last request that asked for it again.
+// heldKey is one key an owner holds: its mode, the request that took it,
+// the request that upgraded it (0: none) and the last request that asked
+// for it again.
 type heldKey struct {
 	mode  Mode
 	grant uint64
+	up    uint64
 	last  uint64
 }
 
@@ -72,7 +74,7 @@ func (o *owner) take(ctx context.Context, n *Node, keys []string, mode Mode, seq
 		}
 		for _, k := range upgraded {
 			if hk, ok := o.held[k]; ok {
-				hk.mode = Shared
+				hk.mode, hk.up = Shared, 0
 				o.held[k] = hk
 			}
 		}
@@ -129,6 +131,7 @@ func (o *owner) take(ctx context.Context, n *Node, keys []string, mode Mode, seq
 				return err
 			}
 			hk.mode = Exclusive
+			hk.up = seq
 			upgraded = append(upgraded, k)
 		}
 		hk.last = seq
@@ -166,36 +169,48 @@ type pendingReq struct {
 	done   chan struct{}
 }
 
-// releaseFailed gives back the keys the requests after lastOK and before
-// seq took: the holder saw those requests fail.
+// releaseFailed undoes what the requests after lastOK and before seq did
+// here: the holder saw them fail. lastOK is the holder's last request to
+// this node that succeeded, so every request to this node in between
+// failed.
 func (o *owner) releaseFailed(t *table, lastOK, seq uint64) {
-	var keys []string
-	o.mu.Lock()
-	for k, hk := range o.held {
-		if hk.grant > lastOK && hk.grant < seq {
-			keys = append(keys, k)
-			delete(o.held, k)
-		}
-	}
-	o.mu.Unlock()
-	for _, k := range keys {
-		t.release(o, k)
-	}
+	o.undo(t, func(s uint64) bool { return s > lastOK && s < seq })
 }
 
-// releaseGrant gives back the keys request seq took (an aborted request).
+// releaseGrant undoes what request seq did here (an aborted request): the
+// keys it took are given back and its upgrades undone. A key that a later
+// request asked for again belongs to that request now and is left alone,
+// so a late Abort cannot strip a later grant.
 func (o *owner) releaseGrant(t *table, seq uint64) {
-	var keys []string
+	o.undo(t, func(s uint64) bool { return s == seq })
+}
+
+// undo gives back the keys taken by the requests failed selects, and
+// downgrades the keys they upgraded, unless a request failed does not
+// select asked for the key since.
+func (o *owner) undo(t *table, failed func(seq uint64) bool) {
+	var keys, down []string
 	o.mu.Lock()
 	for k, hk := range o.held {
-		if hk.grant == seq {
+		if !failed(hk.last) {
+			continue
+		}
+		switch {
+		case failed(hk.grant):
 			keys = append(keys, k)
 			delete(o.held, k)
+		case hk.up != 0 && failed(hk.up):
+			hk.mode, hk.up = Shared, 0
+			o.held[k] = hk
+			down = append(down, k)
 		}
 	}
 	o.mu.Unlock()
 	for _, k := range keys {
 		t.release(o, k)
+	}
+	for _, k := range down {
+		t.downgrade(o, k)
 	}
 }
 

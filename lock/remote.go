@@ -12,6 +12,9 @@ import (
 type remoteHolds struct {
 	keys map[string]struct{}
 	sent uint64 // the last request sent there
+	// ok is the last request there that succeeded: every request sent
+	// there after it failed (AcquireArgs.LastOK).
+	ok uint64
 	// released lists the keys released there since the last request.
 	released []string
 }
@@ -82,11 +85,7 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 	seq := h.seq
 	order := nodeOrder(nodes, h.n.cfg.Addr)
 	if len(order) == 1 && order[0] == h.n.cfg.Addr {
-		err := h.lockLocal(ctx, mode, keys, seq)
-		if err == nil {
-			h.lastOK = seq
-		}
-		return err
+		return h.lockLocal(ctx, mode, keys, seq)
 	}
 	if h.n.cfg.Transport == nil {
 		return fmt.Errorf("%w: this node has no Transport to reach %v", ErrBadRequest, order)
@@ -127,8 +126,8 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 			rh.keys[k] = struct{}{}
 		}
 		rh.released = nil
+		rh.ok = seq
 	}
-	h.lastOK = seq
 	return nil
 }
 
@@ -211,7 +210,7 @@ func (r *request) prepare(nd string) func(rctx context.Context) error {
 	h.n.notePeer(nd)
 	// released is repeated until a request there succeeds: a failed one
 	// may have been refused before it applied it.
-	args := &AcquireArgs{Owner: h.o.id, Age: h.o.age, Origin: h.n.cfg.Addr, OriginInc: h.n.inc, Seq: r.seq, LastOK: h.lastOK, Mode: r.mode, Keys: r.keys, Holds: r.holds, Released: rh.released}
+	args := &AcquireArgs{Owner: h.o.id, Age: h.o.age, Origin: h.n.cfg.Addr, OriginInc: h.n.inc, Seq: r.seq, LastOK: rh.ok, Mode: r.mode, Keys: r.keys, Holds: r.holds, Released: rh.released}
 	return func(rctx context.Context) error {
 		var rep AcquireReply
 		err := h.n.cfg.Transport.Call(rctx, nd, ServicePath, "Acquire", args, &rep)

@@ -14,9 +14,9 @@ type AcquireArgs struct {
 	// OriginInc is the incarnation of the holder's node.
 	OriginInc uint64
 	Seq       uint64 // the holder's request number
-	// LastOK is the holder's last request that succeeded: every request
-	// between it and Seq failed, so what they took here is given back
-	// first, even if their Abort is still on its way.
+	// LastOK is the holder's last request to this node that succeeded:
+	// every request between it and Seq failed, so what they did here is
+	// undone first, even if their Abort is still on its way.
 	LastOK uint64
 	Mode   Mode
 	Keys   []string
