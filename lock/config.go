@@ -77,6 +77,7 @@ func New(cfg Config) (*Node, error) {
 		table:   newTable(),
 		proxies: make(map[OwnerID]*owner),
 		peers:   make(map[string]*peer),
+		holders: make(map[*Holder]struct{}),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	if cfg.Server != nil {

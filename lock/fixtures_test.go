@@ -45,11 +45,13 @@ func nodeWith(t testing.TB, noTransport bool, edit func(*Config)) (n *Node, clos
 	var once sync.Once
 	kill = func() {
 		once.Do(func() {
-			n.Close()
+			// Server and transport first, as when the process dies: the
+			// node's Close can then tell the other nodes nothing.
 			stop()
 			if bc != nil {
 				bc.Close()
 			}
+			n.Close()
 		})
 	}
 	t.Cleanup(kill)

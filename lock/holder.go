@@ -14,6 +14,8 @@ type Holder struct {
 	n    *Node
 	o    *owner
 	stop func() bool
+	// closing makes Close run once; a second caller waits for the first.
+	closing sync.Once
 	// life ends when the holder is closed: a request to another node runs
 	// under it, so that Close withdraws it.
 	life context.Context
@@ -74,17 +76,20 @@ func (h *Holder) ReleaseAll() {
 // Close releases everything the holder holds on every node and ends its
 // queued requests with ErrClosed. Later requests fail with ErrClosed.
 func (h *Holder) Close() error {
-	h.stop()
-	h.end()
-	// Ending the owner first makes a request that waits return, so that
-	// the request mutex below is free soon.
-	if !h.o.drop(h.n.table) {
-		return nil
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.o.releaseAll(h.n.table)
-	h.dropRemote()
+	h.closing.Do(func() {
+		h.stop()
+		h.end()
+		// Ending the owner first makes a request that waits return, so
+		// that the request mutex below is free soon.
+		h.o.drop(h.n.table)
+		h.mu.Lock()
+		h.o.releaseAll(h.n.table)
+		h.dropRemote()
+		h.mu.Unlock()
+		h.n.mu.Lock()
+		delete(h.n.holders, h)
+		h.n.mu.Unlock()
+	})
 	return nil
 }
 

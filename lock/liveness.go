@@ -18,13 +18,19 @@ type PingArgs struct {
 	From string
 }
 
-// PingReply carries the incarnation of the node that answered.
+// PingReply carries the incarnation of the node that answered; 0 means
+// that node was closed.
 type PingReply struct {
 	Incarnation uint64
 }
 
-// Ping answers with this node's incarnation.
+// Ping answers with this node's incarnation, or 0 once the node is
+// closed: its holders are gone, and the other nodes drop what they held.
 func (s *Service) Ping(ctx context.Context, a *PingArgs, r *PingReply) error {
+	if s.n.isClosed() {
+		r.Incarnation = 0
+		return nil
+	}
 	r.Incarnation = s.n.inc
 	return nil
 }

@@ -21,8 +21,14 @@ type Node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // goroutines the node owns
 
-	mu      sync.Mutex // guards closed, proxies and peers
-	closed  bool
+	mu      sync.Mutex // guards what follows
+	closed  bool // Close began: no new holders, requests or grants
+	stopped bool // Close ended the background sends
+	// holders are the open holders of this node, closed by Close.
+	holders map[*Holder]struct{}
+	// sending counts the one-way messages (Release, Abort, Drop) still
+	// being delivered; Close waits for them.
+	sending int
 	proxies map[OwnerID]*owner // other nodes' holders' proxies on this node
 	peers   map[string]*peer   // other nodes this node has talked to
 
@@ -62,21 +68,31 @@ func (n *Node) Addr() string { return n.cfg.Addr }
 // NewHolder makes a holder on this node. Everything it holds, on every
 // node, is released when it is closed or when ctx ends.
 func (n *Node) NewHolder(ctx context.Context) (*Holder, error) {
-	n.mu.Lock()
-	closed := n.closed
-	n.mu.Unlock()
-	if closed {
-		return nil, ErrClosed
-	}
 	h := &Holder{n: n, o: newOwner(OwnerID{Node: n.inc, Seq: n.seq.Add(1)}, time.Now().UnixNano(), "")}
 	h.life, h.end = context.WithCancel(context.Background())
 	h.stop = context.AfterFunc(ctx, func() { h.Close() })
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		h.stop()
+		h.end()
+		return nil, ErrClosed
+	}
+	// Close ends life before it takes n.mu to forget the holder: one that
+	// ctx closed already is not kept.
+	if h.life.Err() == nil {
+		n.holders[h] = struct{}{}
+	}
 	return h, nil
 }
 
-// Close stops the node: its lock service refuses new requests, the
-// proxies of other nodes' holders are dropped and the node's goroutines
-// are stopped. Local holders should be closed first.
+// Close stops the node. Its holders are closed (their requests end with
+// ErrClosed and what they hold on other nodes is given back), the
+// releases still on their way to other nodes are delivered (for up to
+// NodeTimeout), and from then on its lock service refuses requests and
+// answers Ping as a node that ended, so the other nodes drop what its
+// holders still hold there at once. The proxies of other nodes' holders
+// are dropped and the node's goroutines are stopped.
 func (n *Node) Close() error {
 	n.mu.Lock()
 	if n.closed {
@@ -84,6 +100,22 @@ func (n *Node) Close() error {
 		return nil
 	}
 	n.closed = true
+	holders := make([]*Holder, 0, len(n.holders))
+	for h := range n.holders {
+		holders = append(holders, h)
+	}
+	n.mu.Unlock()
+	for _, h := range holders {
+		h.Close()
+	}
+	// The last Drops and Releases are what frees this node's locks on
+	// the others: deliver them before the sends are cut.
+	deadline := time.Now().Add(n.cfg.NodeTimeout)
+	for n.sendsInFlight() > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	n.mu.Lock()
+	n.stopped = true
 	proxies := n.proxies
 	n.proxies = map[OwnerID]*owner{}
 	n.mu.Unlock()
@@ -93,4 +125,17 @@ func (n *Node) Close() error {
 	}
 	n.wg.Wait()
 	return nil
+}
+
+func (n *Node) sendsInFlight() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.sending
+}
+
+// isClosed reports whether Close began.
+func (n *Node) isClosed() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.closed
 }

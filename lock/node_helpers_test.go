@@ -86,11 +86,11 @@ func startNodeTimeout(at string, plain bool, nodeTimeout time.Duration) (*Node, 
 	var once sync.Once
 	kill := func() {
 		once.Do(func() {
-			// The node first: its goroutines are done with the transport
-			// before the transport closes.
-			n.Close()
+			// Server and transport first, as when the process dies: the
+			// node's Close can then tell the other nodes nothing.
 			stop()
 			bc.Close()
+			n.Close()
 		})
 	}
 	return n, kill, nil

@@ -93,7 +93,7 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 	h.o.mu.Lock()
 	closed := h.o.closed
 	h.o.mu.Unlock()
-	if closed {
+	if closed || h.n.isClosed() {
 		return ErrClosed
 	}
 	if h.remote == nil {
@@ -294,21 +294,30 @@ func (h *Holder) dropRemote() {
 // locks of a node it cannot reach for that long by itself.
 func (n *Node) goSend(addr, method string, args any) {
 	n.mu.Lock()
-	if n.closed {
+	if n.stopped {
 		n.mu.Unlock()
 		return
 	}
+	n.sending++
 	n.wg.Add(1)
 	n.mu.Unlock()
 	go func() {
 		defer n.wg.Done()
+		defer func() {
+			n.mu.Lock()
+			n.sending--
+			n.mu.Unlock()
+		}()
 		giveUp := time.Now().Add(30 * time.Second)
 		backoff := 10 * time.Millisecond
 		for {
 			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NodeTimeout)
 			err := n.cfg.Transport.Call(ctx, addr, ServicePath, method, args, &Ack{})
 			cancel()
-			if err == nil || n.ctx.Err() != nil || time.Now().After(giveUp) {
+			// A closing node tries once: its Ping then answers as a node
+			// that ended, which makes what this message would undo
+			// obsolete on the other node anyway.
+			if err == nil || n.ctx.Err() != nil || n.isClosed() || time.Now().After(giveUp) {
 				return
 			}
 			select {
