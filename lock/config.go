@@ -78,6 +78,7 @@ func New(cfg Config) (*Node, error) {
 		proxies: make(map[OwnerID]*owner),
 		peers:   make(map[string]*peer),
 		holders: make(map[*Holder]struct{}),
+		answers: make(map[answerKey]chan int),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	if cfg.Server != nil {

@@ -29,6 +29,9 @@ type Node struct {
 	// sending counts the one-way messages (Release, Abort, Drop) still
 	// being delivered; Close waits for them.
 	sending int
+	// answers are the requests of this node's holders queued on other
+	// nodes, whose verdicts come by Answer.
+	answers map[answerKey]chan int
 	proxies map[OwnerID]*owner // other nodes' holders' proxies on this node
 	peers   map[string]*peer   // other nodes this node has talked to
 

@@ -31,6 +31,9 @@ type owner struct {
 	aborted uint64                // requests with seq <= aborted are refused
 	maxSeq  uint64                // the highest request seq that arrived
 	pending map[uint64]pendingReq // requests in progress by seq
+	// answers keeps the verdicts of requests answered late (queued), by
+	// seq, until the holder's next request arrives: Status reads them.
+	answers map[uint64]int
 }
 
 // heldKey is one key an owner holds: its mode, the request that took it,
@@ -63,8 +66,9 @@ func younger(aAge int64, a OwnerID, bAge int64, b OwnerID) bool {
 // it must. On failure it gives back what this request took and undoes its
 // upgrades, so o keeps exactly what it held before. Every wait is shown to
 // n's deadlock detector first; holdsElsewhere tells it that the holder
-// holds something on another node.
-func (o *owner) take(ctx context.Context, n *Node, keys []string, mode Mode, seq uint64, holdsElsewhere bool) error {
+// holds something on another node. onWait, when not nil, is called once,
+// before the first wait.
+func (o *owner) take(ctx context.Context, n *Node, keys []string, mode Mode, seq uint64, holdsElsewhere bool, onWait func()) error {
 	t := n.table
 	var took, upgraded []string
 	rollback := func() {
@@ -105,6 +109,10 @@ func (o *owner) take(ctx context.Context, n *Node, keys []string, mode Mode, seq
 				continue
 			}
 			o.mu.Unlock()
+			if onWait != nil {
+				onWait()
+				onWait = nil
+			}
 			stop := n.watchWait(w, holdsElsewhere || len(took) > 0 || len(upgraded) > 0)
 			err := t.wait(ctx, w)
 			stop()

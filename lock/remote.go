@@ -197,7 +197,7 @@ func (r *request) prepare(nd string) func(rctx context.Context) error {
 	if nd == h.n.cfg.Addr {
 		r.local = true
 		return func(rctx context.Context) error {
-			return h.o.take(rctx, h.n, r.keys, r.mode, r.seq, r.holds)
+			return h.o.take(rctx, h.n, r.keys, r.mode, r.seq, r.holds, nil)
 		}
 	}
 	rh := h.remote[nd]
@@ -212,8 +212,17 @@ func (r *request) prepare(nd string) func(rctx context.Context) error {
 	// may have been refused before it applied it.
 	args := &AcquireArgs{Owner: h.o.id, Age: h.o.age, Origin: h.n.cfg.Addr, OriginInc: h.n.inc, Seq: r.seq, LastOK: rh.ok, Mode: r.mode, Keys: r.keys, Holds: r.holds, Released: rh.released}
 	return func(rctx context.Context) error {
+		// Registered before the call: the Answer may overtake its reply.
+		ch, forget := h.n.expectAnswer(h.o.id, r.seq, nd)
+		defer forget()
 		var rep AcquireReply
 		err := h.n.cfg.Transport.Call(rctx, nd, ServicePath, "Acquire", args, &rep)
+		if err == nil && rep.Code == codeQueued {
+			rep, err = h.n.awaitAnswer(rctx, h.o.id, r.seq, nd, ch)
+			if err != nil && rctx.Err() == nil {
+				return err
+			}
+		}
 		if err == nil {
 			return rep.err(nd)
 		}

@@ -49,17 +49,15 @@ func (n *Node) forgetIfDone(o *owner) {
 	}
 }
 
-// Acquire takes keys for a holder of another node and answers when they
-// are all held or the request failed (then it holds none of them).
+// Acquire takes keys for a holder of another node. It answers at once
+// when the request is decided without a wait (all held, or failed and
+// then holding none of them); a request that must wait is answered
+// codeQueued, and its verdict goes to the holder's node later (Answer,
+// and Status for a verdict that was lost), so that a wait never holds a
+// handler (with server.WithPool, a worker of the pool) of this node.
 func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) error {
 	n := s.n
 	if err := checkRequest(a.Mode, a.Keys); err != nil {
-		r.set(err)
-		return nil
-	}
-	if err := ctx.Err(); err != nil {
-		// Its caller gave up already (this node was frozen, say): a grant
-		// now would be held by nobody.
 		r.set(err)
 		return nil
 	}
@@ -79,6 +77,13 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 		r.set(ErrAborted)
 		return nil
 	}
+	if err := ctx.Err(); err != nil {
+		// Its caller gave up already (this node was frozen, say): a grant
+		// now would be held by nobody.
+		o.mu.Unlock()
+		r.set(err)
+		return nil
+	}
 	// A holder makes one request at a time: the earlier ones are over for
 	// it, so any still here are withdrawn, and what failed ones took is
 	// given back, before this one starts.
@@ -89,31 +94,84 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 			earlier = append(earlier, p.done)
 		}
 	}
+	for seq := range o.answers {
+		if seq < a.Seq {
+			delete(o.answers, seq)
+		}
+	}
 	if a.Seq-1 > o.aborted {
 		o.aborted = a.Seq - 1
 	}
+	// The request outlives this handler when it must wait: its context
+	// keeps the caller's deadline but not the handler's end.
+	cctx := context.WithoutCancel(ctx)
+	var cancelDeadline context.CancelFunc = func() {}
+	if d, ok := ctx.Deadline(); ok {
+		cctx, cancelDeadline = context.WithDeadline(cctx, d)
+	}
 	// Registered under the same lock as the checks above, so that a later
 	// request always finds this one and waits for it.
-	rctx, cancel := context.WithCancel(ctx)
+	rctx, cancel := context.WithCancel(cctx)
 	done := make(chan struct{})
-	defer close(done)
 	o.pending[a.Seq] = pendingReq{cancel: cancel, done: done}
 	o.mu.Unlock()
+	stopNode := context.AfterFunc(n.ctx, cancel)
+	finish := func(err error, late bool) {
+		stopNode()
+		err = s.settleAcquire(o, a, cctx, err, late)
+		cancel()
+		cancelDeadline()
+		close(done)
+		if late {
+			n.answer(a, err)
+		} else {
+			r.set(err)
+		}
+	}
 	for _, d := range earlier {
-		<-d
+		select {
+		case <-d:
+		case <-rctx.Done():
+			finish(rctx.Err(), false)
+			return nil
+		}
 	}
 	o.releaseFailed(n.table, a.LastOK, a.Seq)
 	for _, k := range a.Released {
 		o.release(n.table, k, a.Seq-1)
 	}
 
-	err = o.take(rctx, n, a.Keys, a.Mode, a.Seq, a.Holds)
+	queued := make(chan struct{})
+	result := make(chan error, 1)
+	if !n.goOwned(func() {
+		err := o.take(rctx, n, a.Keys, a.Mode, a.Seq, a.Holds, func() { close(queued) })
+		select {
+		case <-queued:
+			finish(err, true)
+		default:
+			result <- err
+		}
+	}) {
+		finish(ErrClosed, false)
+		return nil
+	}
+	select {
+	case err := <-result:
+		finish(err, false)
+	case <-queued:
+		r.Code = codeQueued
+	}
+	return nil
+}
 
+// settleAcquire ends request a of proxy o with the verdict of its take and
+// returns the verdict its holder gets. late is set when it is answered
+// after a wait (Answer), not by Acquire's reply.
+func (s *Service) settleAcquire(o *owner, a *AcquireArgs, ctx context.Context, err error, late bool) error {
+	n := s.n
 	o.mu.Lock()
-	delete(o.pending, a.Seq)
 	aborted := a.Seq <= o.aborted
 	o.mu.Unlock()
-	cancel()
 	if err == nil && ctx.Err() != nil {
 		// Granted after its caller's deadline: nobody takes the grant.
 		o.releaseGrant(n.table, a.Seq)
@@ -126,8 +184,18 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 	} else if errors.Is(err, context.Canceled) && ctx.Err() == nil {
 		err = ErrAborted
 	}
-	r.set(err)
-	return nil
+	// Out of pending and into answers in one step: Status always finds
+	// the request in one of them.
+	o.mu.Lock()
+	delete(o.pending, a.Seq)
+	if late && !o.closed && a.Seq >= o.maxSeq {
+		if o.answers == nil {
+			o.answers = make(map[uint64]int)
+		}
+		o.answers[a.Seq] = codeOf(err)
+	}
+	o.mu.Unlock()
+	return err
 }
 
 // Release gives back keys of a holder of another node.

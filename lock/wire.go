@@ -69,6 +69,11 @@ const (
 	codeTimeout
 	codeCanceled
 	codeBadRequest
+	// codeQueued answers an Acquire that waits: the verdict follows
+	// (Answer, Status).
+	codeQueued
+	// codeUnknown answers a Status for a request the node does not know.
+	codeUnknown
 )
 
 var codeErrs = map[int]error{

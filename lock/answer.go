@@ -1,0 +1,147 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// A request that must wait on another node does not hold a handler there:
+// the node answers Acquire with codeQueued at once, and sends the verdict
+// to the holder's node when it has one (Answer). The holder's node asks
+// for it (Status) every NodeTimeout/2 while it waits, which also finds a
+// lost Answer, a node that restarted (it does not know the request) and a
+// node that stopped answering (lost after NodeTimeout).
+
+// AnswerArgs carries the verdict of a request that waited on node Node.
+type AnswerArgs struct {
+	Owner OwnerID
+	Seq   uint64
+	Node  string
+	Code  int
+}
+
+// StatusArgs asks a node where request Seq of holder Owner stands.
+type StatusArgs struct {
+	Owner OwnerID
+	Seq   uint64
+}
+
+// answerKey names a request waiting on a node.
+type answerKey struct {
+	owner OwnerID
+	seq   uint64
+	node  string
+}
+
+// goOwned runs f on a goroutine the node owns, unless the node stopped.
+func (n *Node) goOwned(f func()) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.stopped {
+		return false
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// answer sends the verdict of a request that waited to its holder's node.
+// One try: a lost Answer is found by the holder's Status.
+func (n *Node) answer(a *AcquireArgs, err error) {
+	if n.cfg.Transport == nil || a.Origin == "" {
+		return
+	}
+	args := &AnswerArgs{Owner: a.Owner, Seq: a.Seq, Node: n.cfg.Addr, Code: codeOf(err)}
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NodeTimeout)
+	defer cancel()
+	_ = n.cfg.Transport.Cast(ctx, a.Origin, ServicePath, "Answer", args)
+}
+
+// Answer delivers the verdict of a request that waited on another node.
+func (s *Service) Answer(ctx context.Context, a *AnswerArgs, _ *Ack) error {
+	n := s.n
+	n.mu.Lock()
+	ch := n.answers[answerKey{a.Owner, a.Seq, a.Node}]
+	n.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- a.Code:
+		default:
+		}
+	}
+	return nil
+}
+
+// Status answers where a request stands on this node: codeQueued while it
+// waits, its verdict once it has one, codeUnknown when this node does not
+// know it (it restarted, or dropped the holder).
+func (s *Service) Status(ctx context.Context, a *StatusArgs, r *AcquireReply) error {
+	n := s.n
+	n.mu.Lock()
+	o := n.proxies[a.Owner]
+	n.mu.Unlock()
+	r.Code = codeUnknown
+	if o == nil {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.pending[a.Seq]; ok {
+		r.Code = codeQueued
+	} else if c, ok := o.answers[a.Seq]; ok {
+		r.Code = c
+	}
+	return nil
+}
+
+// expectAnswer registers a request about to be sent to node nd, so that
+// its Answer is kept; the returned func forgets it.
+func (n *Node) expectAnswer(id OwnerID, seq uint64, nd string) (chan int, func()) {
+	k := answerKey{id, seq, nd}
+	ch := make(chan int, 1)
+	n.mu.Lock()
+	n.answers[k] = ch
+	n.mu.Unlock()
+	return ch, func() {
+		n.mu.Lock()
+		delete(n.answers, k)
+		n.mu.Unlock()
+	}
+}
+
+// awaitAnswer waits for the verdict of a request queued on node nd.
+func (n *Node) awaitAnswer(ctx context.Context, id OwnerID, seq uint64, nd string, ch chan int) (AcquireReply, error) {
+	every := n.cfg.NodeTimeout / 2
+	t := time.NewTicker(every)
+	defer t.Stop()
+	lastOK := time.Now()
+	for {
+		select {
+		case c := <-ch:
+			return AcquireReply{Code: c}, nil
+		case <-ctx.Done():
+			return AcquireReply{}, ctx.Err()
+		case <-t.C:
+		}
+		sctx, cancel := context.WithTimeout(ctx, every)
+		var st AcquireReply
+		err := n.cfg.Transport.Call(sctx, nd, ServicePath, "Status", &StatusArgs{Owner: id, Seq: seq}, &st)
+		cancel()
+		switch {
+		case err == nil && st.Code == codeUnknown:
+			return AcquireReply{}, fmt.Errorf("%w: %s no longer knows the request (it restarted or dropped the holder)", ErrNodeLost, nd)
+		case err == nil && st.Code == codeQueued:
+			lastOK = time.Now()
+		case err == nil:
+			return st, nil
+		case ctx.Err() != nil:
+			return AcquireReply{}, ctx.Err()
+		case time.Since(lastOK) > n.cfg.NodeTimeout:
+			return AcquireReply{}, fmt.Errorf("%w: %s: no answer for %v: %w", ErrNodeLost, nd, n.cfg.NodeTimeout, err)
+		}
+	}
+}
