@@ -77,7 +77,7 @@ func New(cfg Config) (*Node, error) {
 		table:   newTable(),
 		proxies: make(map[OwnerID]*owner),
 		peers:   make(map[string]*peer),
-		holders: make(map[*Holder]struct{}),
+		holders: make(map[OwnerID]*Holder),
 		answers: make(map[answerKey]chan int),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())

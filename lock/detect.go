@@ -132,13 +132,33 @@ func (n *Node) walk(w *waiter) {
 	n.expandWaiter(p, w)
 }
 
-// expandOwner expands every request holder x has queued on this node.
+// expandOwner expands every request holder x has queued on this node and,
+// when x is a holder of this node, sends the walk on to the other nodes
+// its request in progress waits on.
 func (n *Node) expandOwner(p *ProbeArgs, x OwnerID) {
 	if !n.memo.first(walkKey{p.Walk, x}) {
 		return
 	}
 	for _, w := range n.table.waitsOf(x) {
 		n.expandWaiter(p, w)
+	}
+	if x.Node != n.inc {
+		return
+	}
+	n.mu.Lock()
+	h := n.holders[x]
+	n.mu.Unlock()
+	if h != nil {
+		n.forwardProbe(p, x, h.o.whereWaits())
+	}
+}
+
+// forwardProbe sends the walk p on to nodes, to expand holder x there.
+func (n *Node) forwardProbe(p *ProbeArgs, x OwnerID, nodes []string) {
+	for _, addr := range nodes {
+		if addr != n.cfg.Addr {
+			n.castTo(addr, "Probe", &ProbeArgs{Walk: p.Walk, Path: p.Path, Expand: x, Visits: p.Visits})
+		}
 	}
 }
 
@@ -169,13 +189,13 @@ func (n *Node) expandWaiter(p *ProbeArgs, w *waiter) {
 		next := &ProbeArgs{Walk: p.Walk, Path: path, Visits: p.Visits}
 		n.expandOwner(next, b.id)
 		p.Visits = next.Visits
-		if n.cfg.Transport == nil {
-			continue
-		}
-		// The blocker may wait on any other node.
-		for _, addr := range n.peerAddrs() {
-			args := &ProbeArgs{Walk: p.Walk, Path: path, Expand: b.id, Visits: p.Visits}
-			_ = n.cfg.Transport.Cast(n.ctx, addr, ServicePath, "Probe", args)
+		// A holder of another node: its node knows where its request in
+		// progress waits, and sends the walk on there.
+		if b.id.Node != n.inc {
+			b.mu.Lock()
+			origin := b.origin
+			b.mu.Unlock()
+			n.forwardProbe(next, b.id, []string{origin})
 		}
 	}
 }
@@ -195,10 +215,7 @@ func (n *Node) verdict(h Hop, code int) {
 		n.failWaiter(h.Owner, h.Key, h.Ticket, code)
 		return
 	}
-	if n.cfg.Transport != nil {
-		args := &VerdictArgs{Owner: h.Owner, Key: h.Key, Ticket: h.Ticket, Code: code}
-		_ = n.cfg.Transport.Cast(n.ctx, h.Node, ServicePath, "Verdict", args)
-	}
+	n.castTo(h.Node, "Verdict", &VerdictArgs{Owner: h.Owner, Key: h.Key, Ticket: h.Ticket, Code: code})
 }
 
 func (n *Node) failWaiter(id OwnerID, key string, ticket uint64, code int) {

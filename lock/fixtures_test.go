@@ -29,11 +29,13 @@ func nodeWith(t testing.TB, noTransport bool, edit func(*Config)) (n *Node, clos
 	}
 	cfg := Config{Server: s, Addr: addr}
 	var bc *batchclient.Client
+	var mute *muteTransport
 	if !noTransport {
 		if bc, err = batchclient.New(); err != nil {
 			t.Fatal(err)
 		}
-		cfg.Transport = bc
+		mute = &muteTransport{Transport: bc}
+		cfg.Transport = mute
 	}
 	if edit != nil {
 		edit(&cfg)
@@ -45,13 +47,16 @@ func nodeWith(t testing.TB, noTransport bool, edit func(*Config)) (n *Node, clos
 	var once sync.Once
 	kill = func() {
 		once.Do(func() {
-			// Server and transport first, as when the process dies: the
-			// node's Close can then tell the other nodes nothing.
+			// Silent first, as when the process dies: the node's Close
+			// can then tell the other nodes nothing.
+			if mute != nil {
+				mute.mute()
+			}
 			stop()
+			n.Close()
 			if bc != nil {
 				bc.Close()
 			}
-			n.Close()
 		})
 	}
 	t.Cleanup(kill)

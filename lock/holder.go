@@ -87,7 +87,7 @@ func (h *Holder) Close() error {
 		h.dropRemote()
 		h.mu.Unlock()
 		h.n.mu.Lock()
-		delete(h.n.holders, h)
+		delete(h.n.holders, h.o.id)
 		h.n.mu.Unlock()
 	})
 	return nil

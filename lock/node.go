@@ -25,7 +25,7 @@ type Node struct {
 	closed  bool // Close began: no new holders, requests or grants
 	stopped bool // Close ended the background sends
 	// holders are the open holders of this node, closed by Close.
-	holders map[*Holder]struct{}
+	holders map[OwnerID]*Holder
 	// sending counts the one-way messages (Release, Abort, Drop) still
 	// being delivered; Close waits for them.
 	sending int
@@ -84,7 +84,7 @@ func (n *Node) NewHolder(ctx context.Context) (*Holder, error) {
 	// Close ends life before it takes n.mu to forget the holder: one that
 	// ctx closed already is not kept.
 	if h.life.Err() == nil {
-		n.holders[h] = struct{}{}
+		n.holders[h.o.id] = h
 	}
 	return h, nil
 }
@@ -104,7 +104,7 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	holders := make([]*Holder, 0, len(n.holders))
-	for h := range n.holders {
+	for _, h := range n.holders {
 		holders = append(holders, h)
 	}
 	n.mu.Unlock()

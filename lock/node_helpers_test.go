@@ -1,9 +1,11 @@
 package lock
 
 import (
+	"context"
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,7 +79,8 @@ func startNodeTimeout(at string, plain bool, nodeTimeout time.Duration) (*Node, 
 		stop()
 		return nil, nil, err
 	}
-	n, err := New(Config{Server: s, Addr: addr, Transport: bc, NodeTimeout: nodeTimeout})
+	mute := &muteTransport{Transport: bc}
+	n, err := New(Config{Server: s, Addr: addr, Transport: mute, NodeTimeout: nodeTimeout})
 	if err != nil {
 		bc.Close()
 		stop()
@@ -86,14 +89,41 @@ func startNodeTimeout(at string, plain bool, nodeTimeout time.Duration) (*Node, 
 	var once sync.Once
 	kill := func() {
 		once.Do(func() {
-			// Server and transport first, as when the process dies: the
-			// node's Close can then tell the other nodes nothing.
+			// Silent first, as when the process dies: the node's Close
+			// can then tell the other nodes nothing. The transport closes
+			// last, when the node's goroutines are done with it.
+			mute.mute()
 			stop()
-			bc.Close()
 			n.Close()
+			bc.Close()
 		})
 	}
 	return n, kill, nil
+}
+
+// muteTransport is a Transport that fails every call once muted: a node
+// whose process died sends nothing more.
+type muteTransport struct {
+	Transport
+	muted atomic.Bool
+}
+
+var errMuted = errors.New("transport muted: the node's process died")
+
+func (m *muteTransport) mute() { m.muted.Store(true) }
+
+func (m *muteTransport) Call(ctx context.Context, addr, sp, sm string, args, reply any) error {
+	if m.muted.Load() {
+		return errMuted
+	}
+	return m.Transport.Call(ctx, addr, sp, sm, args, reply)
+}
+
+func (m *muteTransport) Cast(ctx context.Context, addr, sp, sm string, args any) error {
+	if m.muted.Load() {
+		return errMuted
+	}
+	return m.Transport.Cast(ctx, addr, sp, sm, args)
 }
 
 // freeOn reports whether key is neither held nor waited for on n.

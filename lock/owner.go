@@ -26,6 +26,9 @@ type owner struct {
 	mu     sync.Mutex // guards held, closed and the remote proxies' fields below
 	held   map[string]heldKey
 	closed bool
+	// waitingOn lists the other nodes a local holder's request in
+	// progress was sent to: where a deadlock walk finds it waiting.
+	waitingOn []string
 
 	// Remote proxies only: withdrawn requests and tombstones (see remote.go).
 	aborted uint64                // requests with seq <= aborted are refused

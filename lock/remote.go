@@ -19,30 +19,25 @@ type remoteHolds struct {
 	released []string
 }
 
-// peer is another node this node talks to.
-type peer struct {
-	addr string
-}
-
 func (n *Node) notePeer(addr string) {
 	if addr == "" || addr == n.cfg.Addr {
 		return
 	}
-	n.mu.Lock()
-	if _, ok := n.peers[addr]; !ok && !n.closed {
-		n.peers[addr] = &peer{addr: addr}
-	}
-	n.mu.Unlock()
+	n.peerFor(addr)
 }
 
-func (n *Node) peerAddrs() []string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	out := make([]string, 0, len(n.peers))
-	for a := range n.peers {
-		out = append(out, a)
-	}
-	return out
+// setWaitingOn records the other nodes o's request in progress waits on.
+func (o *owner) setWaitingOn(nodes []string) {
+	o.mu.Lock()
+	o.waitingOn = nodes
+	o.mu.Unlock()
+}
+
+// whereWaits returns the other nodes o's request in progress waits on.
+func (o *owner) whereWaits() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.waitingOn
 }
 
 // holdsAnywhere reports whether h holds anything on any node. h.mu is held.
@@ -167,6 +162,8 @@ type request struct {
 // r.holds is set (ask runs them after the first node granted), so a node
 // that makes the request wait walks for deadlocks at once.
 func (r *request) ask(ctx, rctx context.Context, cancel context.CancelFunc, nodes []string) error {
+	r.h.o.setWaitingOn(nodes)
+	defer r.h.o.setWaitingOn(nil)
 	if len(nodes) == 1 {
 		// One node (always the first one, and the second of two): no
 		// goroutine, no channel.
