@@ -2,7 +2,6 @@ package lock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -37,8 +36,9 @@ type Config struct {
 	// Addr is the address other nodes reach Server at, as they name this
 	// node in their requests ("host:port"). Required with Server.
 	Addr string
-	// Transport reaches the other nodes; required for requests on other
-	// nodes. Usually a *batchclient.Client shared with the application.
+	// Transport reaches the other nodes; required with Server and for
+	// requests on other nodes. Usually a *batchclient.Client shared with
+	// the application.
 	Transport Transport
 	// ProbeLimit is how many locks one branch of a deadlock walk may visit
 	// before the request it started from fails with ErrProbeLimit.
@@ -69,7 +69,10 @@ func New(cfg Config) (*Node, error) {
 		cfg.NodeTimeout = DefaultNodeTimeout
 	}
 	if cfg.Server != nil && cfg.Addr == "" {
-		return nil, errors.New("rpcxbatch/lock: Config.Addr is required with Config.Server: other nodes name this node by it")
+		return nil, fmt.Errorf("%w: Addr is required with Server: other nodes name this node by it", ErrConfig)
+	}
+	if cfg.Server != nil && cfg.Transport == nil {
+		return nil, fmt.Errorf("%w: Transport is required with Server: a node that serves other nodes' holders answers their waiting requests and watches their nodes over it", ErrConfig)
 	}
 	n := &Node{
 		cfg:     cfg,
@@ -79,6 +82,7 @@ func New(cfg Config) (*Node, error) {
 		peers:   make(map[string]*peer),
 		holders: make(map[OwnerID]*Holder),
 		answers: make(map[answerKey]chan int),
+		tombs:   make(map[OwnerID]tomb),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	if cfg.Server != nil {

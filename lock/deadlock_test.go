@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -59,16 +61,19 @@ func TestThreeNodeCycleIsDetected(t *testing.T) {
 	}
 }
 
-// Two nodes. X (of N1) holds k exclusive on N1; B (of N2) holds k exclusive
-// on N2. A (of N1) asks k Shared on both: it queues behind X on N1 and
-// behind B on N2. Then B asks k Shared on N1: it queues behind A. B does
-// not wait for A (two shared requests in a row are granted together when X
-// leaves), so there is no cycle: when X releases, B gets k on N1, releases
-// everything, and A gets k on both. The walk treats "queued just behind A"
-// as "waits for A", sees B -> A -> B and fails one of them with
-// ErrDeadlock.
+// Three nodes; N0 sorts first, so a request on all three is granted on N0
+// before it asks N1 and N2 at once. X (of N1) holds k exclusive on N1; B
+// (of N2) holds k exclusive on N2. A (of N1) asks k Shared on all three:
+// granted on N0, it queues behind X on N1 and behind B on N2. Then B asks
+// k Shared on N1: it queues behind A. B does not wait for A (two shared
+// requests in a row are granted together when X leaves), so there is no
+// cycle: when X releases, B gets k on N1, releases everything, and A gets
+// k everywhere. A walk that reads "queued just behind A" as "waits for A"
+// sees B -> A -> B and fails one of them with ErrDeadlock.
 func TestNoFalseDeadlockBetweenSharedWaiters(t *testing.T) {
-	n1, n2 := serveNode(t), serveNode(t)
+	nodes := []*Node{serveNode(t), serveNode(t), serveNode(t)}
+	slices.SortFunc(nodes, func(a, b *Node) int { return strings.Compare(a.Addr(), b.Addr()) })
+	n0, n1, n2 := nodes[0], nodes[1], nodes[2]
 	ctx := context.Background()
 	x := testHolder(t, n1)
 	if err := x.Lock(ctx, Exclusive, "k"); err != nil {
@@ -81,7 +86,7 @@ func TestNoFalseDeadlockBetweenSharedWaiters(t *testing.T) {
 	hA := testHolder(t, n1)
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	ea := lockOnAsync(wctx, hA, []string{n1.Addr(), n2.Addr()}, Shared, "k")
+	ea := lockOnAsync(wctx, hA, []string{n0.Addr(), n1.Addr(), n2.Addr()}, Shared, "k")
 	if !waitFor(queuedAtLeast(n1, "k", 1)) || !waitFor(queuedAtLeast(n2, "k", 1)) {
 		t.Fatalf("A did not queue: n1 %s; n2 %s", dump(n1, "k"), dump(n2, "k"))
 	}
@@ -105,7 +110,7 @@ func TestNoFalseDeadlockBetweenSharedWaiters(t *testing.T) {
 	}
 	hB.ReleaseAll()
 	if err := <-ea; err != nil {
-		t.Fatalf("A's shared request on both after X and B released: %v", err)
+		t.Fatalf("A's shared request on all three after X and B released: %v", err)
 	}
 }
 

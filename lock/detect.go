@@ -8,10 +8,11 @@ import (
 
 // Deadlock detection, elock's way: only a request that must wait pays for
 // it. When a request queues while its holder holds something, a walk
-// starts from it: it follows wait-for edges (a queued request waits for
-// the holders of its key and for the request just ahead of it, so a queue
-// is walked as a chain) on this node, and hops to the other nodes with one
-// cast per node and step. A multi-node request asks its first node (in the
+// starts from it: it follows wait-for edges (see blockersOf: a queue is
+// walked as a chain of writers, a reader waits for the writer ahead of it)
+// on this node, and hops to the other nodes with one cast per node and
+// step: to a blocker's home node, which sends it on to the nodes its
+// request waits on. A multi-node request asks its first node (in the
 // cluster-wide order, see LockOn) alone and the others once it is granted
 // there, telling them that its holder holds something, so they walk at
 // once if they make it wait. A walk that comes back to
@@ -167,7 +168,7 @@ func (n *Node) expandWaiter(p *ProbeArgs, w *waiter) {
 	copy(path, p.Path)
 	path = append(path, Hop{Owner: w.o.id, Age: w.o.age, Node: n.cfg.Addr, Key: w.key, Ticket: w.ticket})
 	origin := path[0]
-	for _, b := range n.table.blockersOf(w.key, w.ticket) {
+	for _, b := range n.table.blockersOf(w.key, w.ticket, w.mode) {
 		p.Visits++
 		if p.Visits > n.cfg.ProbeLimit {
 			n.verdict(origin, codeProbeLimit)

@@ -29,4 +29,6 @@ var (
 	// ErrBadRequest is returned for an invalid request: no keys, an empty
 	// key, an unknown mode or no nodes.
 	ErrBadRequest = errors.New("rpcxbatch/lock: invalid lock request")
+	// ErrConfig is returned by New for a Config it cannot run with.
+	ErrConfig = errors.New("rpcxbatch/lock: invalid Config")
 )

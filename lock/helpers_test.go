@@ -78,7 +78,7 @@ func dump(n *Node, key string) string {
 	}
 	out := fmt.Sprintf("mode %v ticket %d holders", r.mode, r.ticket)
 	for _, o := range r.owners {
-		out += fmt.Sprintf(" %v(origin %q closed %v)", o.id, o.origin, o.closed)
+		out += fmt.Sprintf(" %v(origin %q closed %v)", o.id, o.origin, o.closed.Load())
 	}
 	if r.mgr != nil {
 		for _, w := range r.mgr.queue {

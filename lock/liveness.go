@@ -98,7 +98,7 @@ func (n *Node) origins() map[string]struct{} {
 	defer n.mu.Unlock()
 	out := make(map[string]struct{})
 	for _, o := range n.proxies {
-		if o.origin != "" && !o.closed {
+		if o.origin != "" && !o.closed.Load() {
 			out[o.origin] = struct{}{}
 		}
 	}
@@ -114,6 +114,7 @@ func (n *Node) dropOrigin(origin string, alive uint64) {
 		if o.origin == origin && (alive == 0 || o.originInc != alive) {
 			lost = append(lost, o)
 			delete(n.proxies, id)
+			n.buryLocked(id, 0, true)
 		}
 	}
 	n.mu.Unlock()

@@ -32,6 +32,9 @@ type Node struct {
 	// answers are the requests of this node's holders queued on other
 	// nodes, whose verdicts come by Answer.
 	answers map[answerKey]chan int
+	// tombs are the gone holders of other nodes (see tomb.go).
+	tombs     map[OwnerID]tomb
+	nextSweep time.Time
 	proxies map[OwnerID]*owner // other nodes' holders' proxies on this node
 	peers   map[string]*peer   // other nodes this node has talked to
 

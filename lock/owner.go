@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // OwnerID names a holder across the cluster: the incarnation of the node
@@ -23,9 +24,11 @@ type owner struct {
 
 	done chan struct{} // closed when the owner is dropped
 
-	mu     sync.Mutex // guards held, closed and the remote proxies' fields below
-	held   map[string]heldKey
-	closed bool
+	mu   sync.Mutex // guards held, waitingOn and the remote proxies' fields below (closed is written under it)
+	held map[string]heldKey
+	// closed is written under mu; atomic so that the liveness loop and
+	// tests may read it without mu.
+	closed atomic.Bool
 	// waitingOn lists the other nodes a local holder's request in
 	// progress was sent to: where a deadlock walk finds it waiting.
 	waitingOn []string
@@ -95,7 +98,7 @@ func (o *owner) take(ctx context.Context, n *Node, keys []string, mode Mode, seq
 	}
 	for _, k := range keys {
 		o.mu.Lock()
-		if o.closed {
+		if o.closed.Load() {
 			o.mu.Unlock()
 			rollback()
 			return ErrClosed
@@ -124,7 +127,7 @@ func (o *owner) take(ctx context.Context, n *Node, keys []string, mode Mode, seq
 				return err
 			}
 			o.mu.Lock()
-			if o.closed {
+			if o.closed.Load() {
 				o.mu.Unlock()
 				t.release(o, k)
 				rollback()
@@ -241,11 +244,11 @@ func (o *owner) releaseAll(t *table) {
 // holds is released. It reports whether this call closed it.
 func (o *owner) drop(t *table) bool {
 	o.mu.Lock()
-	if o.closed {
+	if o.closed.Load() {
 		o.mu.Unlock()
 		return false
 	}
-	o.closed = true
+	o.closed.Store(true)
 	for _, p := range o.pending {
 		p.cancel()
 	}

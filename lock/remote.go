@@ -86,7 +86,7 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 		return fmt.Errorf("%w: this node has no Transport to reach %v", ErrBadRequest, order)
 	}
 	h.o.mu.Lock()
-	closed := h.o.closed
+	closed := h.o.closed.Load()
 	h.o.mu.Unlock()
 	if closed || h.n.isClosed() {
 		return ErrClosed

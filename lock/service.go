@@ -11,8 +11,10 @@ type Service struct {
 	n *Node
 }
 
-// proxyFor returns the proxy of a's holder, making it on first use.
-func (n *Node) proxyFor(id OwnerID, age int64, origin string, inc uint64) (*owner, error) {
+// proxyFor returns the proxy of a's holder for its request seq, making
+// it on first use. A holder with a tombstone here is refused (ErrAborted)
+// for the requests the tombstone covers.
+func (n *Node) proxyFor(id OwnerID, age int64, origin string, inc uint64, seq uint64) (*owner, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -20,33 +22,32 @@ func (n *Node) proxyFor(id OwnerID, age int64, origin string, inc uint64) (*owne
 	}
 	o := n.proxies[id]
 	if o == nil {
+		refused, aborted := n.refusedLocked(id, seq)
+		if refused {
+			return nil, ErrAborted
+		}
+		delete(n.tombs, id)
 		o = newOwner(id, age, origin)
 		o.originInc = inc
+		o.aborted = aborted
 		o.pending = make(map[uint64]pendingReq)
 		n.proxies[id] = o
-	} else if o.origin == "" && origin != "" {
-		// Made by a message that does not name the holder's node (an
-		// Abort that overtook the holder's first request).
-		o.mu.Lock()
-		o.origin, o.originInc, o.age = origin, inc, age
-		o.mu.Unlock()
 	}
 	return o, nil
 }
 
-// forgetIfDone deletes a dropped proxy once the last request its holder
-// sent has arrived, so that a late request cannot make it anew.
-func (n *Node) forgetIfDone(o *owner) {
+// forget deletes dropped proxy o and leaves a tombstone, so that its late
+// requests are refused without a proxy.
+func (n *Node) forget(o *owner) {
 	o.mu.Lock()
-	done := o.closed && o.maxSeq >= o.aborted
+	seq := max(o.aborted, o.maxSeq)
 	o.mu.Unlock()
-	if done {
-		n.mu.Lock()
-		if n.proxies[o.id] == o {
-			delete(n.proxies, o.id)
-		}
-		n.mu.Unlock()
+	n.mu.Lock()
+	if n.proxies[o.id] == o {
+		delete(n.proxies, o.id)
 	}
+	n.buryLocked(o.id, seq, true)
+	n.mu.Unlock()
 }
 
 // Acquire takes keys for a holder of another node. It answers at once
@@ -61,7 +62,7 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 		r.set(err)
 		return nil
 	}
-	o, err := n.proxyFor(a.Owner, a.Age, a.Origin, a.OriginInc)
+	o, err := n.proxyFor(a.Owner, a.Age, a.Origin, a.OriginInc, a.Seq)
 	if err != nil {
 		r.set(err)
 		return nil
@@ -71,9 +72,8 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 	if a.Seq > o.maxSeq {
 		o.maxSeq = a.Seq
 	}
-	if o.closed || a.Seq <= o.aborted {
+	if o.closed.Load() || a.Seq <= o.aborted {
 		o.mu.Unlock()
-		n.forgetIfDone(o)
 		r.set(ErrAborted)
 		return nil
 	}
@@ -188,7 +188,7 @@ func (s *Service) settleAcquire(o *owner, a *AcquireArgs, ctx context.Context, e
 	// the request in one of them.
 	o.mu.Lock()
 	delete(o.pending, a.Seq)
-	if late && !o.closed && a.Seq >= o.maxSeq {
+	if late && !o.closed.Load() && a.Seq >= o.maxSeq {
 		if o.answers == nil {
 			o.answers = make(map[uint64]int)
 		}
@@ -222,13 +222,21 @@ func (s *Service) Release(ctx context.Context, a *ReleaseArgs, _ *Ack) error {
 	return nil
 }
 
-// Abort withdraws a holder's requests up to a.Seq (see AbortArgs).
+// Abort withdraws a holder's requests up to a.Seq (see AbortArgs). For a
+// holder unknown here (the Abort overtook its request) it leaves a
+// tombstone, so that the request is refused when it arrives.
 func (s *Service) Abort(ctx context.Context, a *AbortArgs, _ *Ack) error {
 	n := s.n
-	o, err := n.proxyFor(a.Owner, 0, "", 0)
-	if err != nil {
+	n.mu.Lock()
+	o := n.proxies[a.Owner]
+	if o == nil {
+		if !n.closed {
+			n.buryLocked(a.Owner, a.Seq, false)
+		}
+		n.mu.Unlock()
 		return nil
 	}
+	n.mu.Unlock()
 	o.mu.Lock()
 	if a.Seq > o.aborted {
 		o.aborted = a.Seq
@@ -244,19 +252,25 @@ func (s *Service) Abort(ctx context.Context, a *AbortArgs, _ *Ack) error {
 }
 
 // Drop ends a holder of another node here: everything it holds is
-// released and its late requests are refused.
+// released, its proxy is forgotten and its late requests are refused.
 func (s *Service) Drop(ctx context.Context, a *DropArgs, _ *Ack) error {
 	n := s.n
-	o, err := n.proxyFor(a.Owner, 0, "", 0)
-	if err != nil {
+	n.mu.Lock()
+	o := n.proxies[a.Owner]
+	if o == nil {
+		if !n.closed {
+			n.buryLocked(a.Owner, a.LastSeq, true)
+		}
+		n.mu.Unlock()
 		return nil
 	}
+	n.mu.Unlock()
 	o.mu.Lock()
 	if a.LastSeq > o.aborted {
 		o.aborted = a.LastSeq
 	}
 	o.mu.Unlock()
 	o.drop(n.table)
-	n.forgetIfDone(o)
+	n.forget(o)
 	return nil
 }

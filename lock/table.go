@@ -284,9 +284,15 @@ func (t *table) upgrade(o *owner, key string) error {
 	return nil
 }
 
-// blockersOf returns the holders of key and the owner of the request queued
-// just ahead of ticket: whom a request with that ticket waits for.
-func (t *table) blockersOf(key string, ticket uint64) []*owner {
+// blockersOf returns whom a request for key in mode with that ticket
+// waits for. A Shared request waits for the nearest Exclusive request
+// queued ahead of it when there is one (which waits for the holders in
+// turn), else for the holders: it is granted together with the Shared
+// requests around it, so it does not wait for them, and a long run of
+// readers costs a walk one step each. An Exclusive request waits for the
+// holders and for the request just ahead of it, or for the whole run of
+// Shared requests just ahead (they are granted together).
+func (t *table) blockersOf(key string, ticket uint64, mode Mode) []*owner {
 	s := t.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -294,20 +300,32 @@ func (t *table) blockersOf(key string, ticket uint64) []*owner {
 	if r == nil {
 		return nil
 	}
-	out := append([]*owner(nil), r.owners...)
+	var ahead []*waiter
 	if r.mgr != nil {
-		// Only the request just ahead: it waits for the one ahead of it in
-		// turn, so the walk follows the queue as a chain, not as a fan.
-		var ahead *owner
-		for _, w := range r.mgr.queue {
-			if w.ticket >= ticket {
-				break
+		q := r.mgr.queue
+		n := 0
+		for n < len(q) && q[n].ticket < ticket {
+			n++
+		}
+		ahead = q[:n]
+	}
+	if mode == Shared {
+		for i := len(ahead) - 1; i >= 0; i-- {
+			if ahead[i].mode == Exclusive {
+				return []*owner{ahead[i].o}
 			}
-			ahead = w.o
 		}
-		if ahead != nil {
-			out = append(out, ahead)
+		return append([]*owner(nil), r.owners...)
+	}
+	out := append([]*owner(nil), r.owners...)
+	for i := len(ahead) - 1; i >= 0; i-- {
+		if ahead[i].mode == Exclusive {
+			if i == len(ahead)-1 {
+				out = append(out, ahead[i].o)
+			}
+			break
 		}
+		out = append(out, ahead[i].o)
 	}
 	return out
 }
