@@ -35,8 +35,8 @@ type Node struct {
 	// tombs are the gone holders of other nodes (see tomb.go).
 	tombs     map[OwnerID]tomb
 	nextSweep time.Time
-	proxies map[OwnerID]*owner // other nodes' holders' proxies on this node
-	peers   map[string]*peer   // other nodes this node has talked to
+	proxies   map[OwnerID]*owner // other nodes' holders' proxies on this node
+	peers     map[string]*peer   // other nodes this node has talked to
 
 	memo walkMemo
 
