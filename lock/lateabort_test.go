@@ -32,8 +32,13 @@ func (t delayAbort) Call(ctx context.Context, addr, sp, sm string, args, reply a
 // b, although the holder now holds it by s4: another holder takes k2
 // exclusively on b beside it.
 func TestLateAbortDoesNotStripALaterGrant(t *testing.T) {
-	a, _, _ := nodeWith(t, false, func(c *Config) { c.Transport = delayAbort{c.Transport, abortDelay()} })
-	b, _, _ := nodeWith(t, false, nil)
+	// b must sort first: it is asked (and grants) before a fails.
+	slow := func(c *Config) { c.Transport = delayAbort{c.Transport, abortDelay()} }
+	a, _, _ := nodeWith(t, false, slow)
+	b, _, _ := nodeWith(t, false, slow)
+	if a.Addr() < b.Addr() {
+		a, b = b, a
+	}
 	ctx := context.Background()
 	blk := testHolder(t, a)
 	if err := blk.Lock(ctx, Exclusive, "k2"); err != nil {

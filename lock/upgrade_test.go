@@ -10,9 +10,10 @@ import (
 // A holder holds k Shared on a and b. It asks Exclusive on k and z on both
 // nodes: b upgrades k and grants z; a upgrades k but z is held there, so
 // the request fails by its deadline. The holder must keep what it held
-// before: k Shared on b, so another reader on b gets k at once.
+// before: k Shared on b, so another reader on b gets k at once. b sorts
+// first, so it is asked (and upgrades) first.
 func TestFailedMultiNodeUpgradeIsUndoneRemotely(t *testing.T) {
-	a, b := serveNode(t), serveNode(t)
+	b, a := sortedNodes(t)
 	both := []string{a.Addr(), b.Addr()}
 	ctx := context.Background()
 	h := testHolder(t, a)
@@ -38,9 +39,10 @@ func TestFailedMultiNodeUpgradeIsUndoneRemotely(t *testing.T) {
 	}
 }
 
-// The same with the upgrade that succeeded on the holder's own node.
+// The same with the upgrade that succeeded on the holder's own node, a,
+// which sorts first; b refuses the upgrade (another reader there).
 func TestFailedMultiNodeUpgradeIsUndoneLocally(t *testing.T) {
-	a, b := serveNode(t), serveNode(t)
+	a, b := sortedNodes(t)
 	both := []string{a.Addr(), b.Addr()}
 	ctx := context.Background()
 	h := testHolder(t, a)
@@ -61,4 +63,14 @@ func TestFailedMultiNodeUpgradeIsUndoneLocally(t *testing.T) {
 	if err := reader.Lock(rctx, Shared, "k"); err != nil {
 		t.Fatalf("reader on a after the failed upgrade: %v; row on a: %s", err, dump(a, "k"))
 	}
+}
+
+// sortedNodes starts two nodes and returns them in the order a multi-node
+// request asks them in (by address).
+func sortedNodes(t *testing.T) (*Node, *Node) {
+	x, y := serveNode(t), serveNode(t)
+	if y.Addr() < x.Addr() {
+		x, y = y, x
+	}
+	return x, y
 }
