@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -19,5 +20,20 @@ func TestServerWithoutTransportIsRefused(t *testing.T) {
 	}
 	if !errors.Is(err, ErrConfig) {
 		t.Fatalf("New: %v, want ErrConfig", err)
+	}
+}
+
+// A node with no Server cannot be answered nor watched by the other
+// nodes: its holders' requests on other nodes are refused with ErrConfig.
+func TestLockOnFromNodeWithoutServerIsRefused(t *testing.T) {
+	b := serveNode(t)
+	a := localNode(t)
+	h, err := a.NewHolder(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := h.LockOn(context.Background(), []string{b.Addr()}, Exclusive, "k"); !errors.Is(err, ErrConfig) {
+		t.Fatalf("LockOn from a node with no Server: %v, want ErrConfig", err)
 	}
 }

@@ -82,8 +82,10 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 	if len(order) == 1 && order[0] == h.n.cfg.Addr {
 		return h.lockLocal(ctx, mode, keys, seq)
 	}
-	if h.n.cfg.Transport == nil {
-		return fmt.Errorf("%w: this node has no Transport to reach %v", ErrBadRequest, order)
+	if h.n.cfg.Transport == nil || h.n.cfg.Server == nil {
+		// The other nodes answer a waiting request, and watch this node's
+		// holders, through this node's lock service.
+		return fmt.Errorf("%w: locks on other nodes (%v) need this node's Server, Addr and Transport", ErrConfig, order)
 	}
 	h.o.mu.Lock()
 	closed := h.o.closed.Load()
