@@ -33,15 +33,28 @@
 //	(watchPeers)        Transport
 //	liveness ping, one  watchPeers, each      the ping ending (at most watchPeers
 //	per origin node     round                 NodeTimeout/4), Close
-//	one-way delivery    goSend (Release,      acknowledged, Node.Close Node.Close (wg)
-//	(goSend)            Abort, Drop)          or 30 s without answer
+//	one-way delivery    goSend (Release,      acknowledged, 30 s       Node.Close (wg;
+//	(goSend)            Abort, Drop)          without answer; one try  it waits up to
+//	                                          once Close began         NodeTimeout first)
+//	remote request, one Service.Acquire       its verdict (grant,      Node.Close (wg)
+//	per Acquire of      (goOwned)             ctx, Abort, Drop, Close)
+//	another node's                            then one Answer cast
+//	holder
+//	probe sender, one   peerFor, the first    Node.Close (its context) Node.Close (wg)
+//	per peer            probe or verdict
+//	                    cast to that peer
 //	request, one per    LockOn, when it asks  its node answering; the  LockOn, which
 //	node asked          two or more nodes at  call withdraws (cancel)  collects every
 //	                    once (3+ nodes; one   on failure or Close      answer
 //	                    node is asked in the
 //	                    caller's goroutine)
 //
-// Timers: a queued request's deadlock probe (stopped when the wait ends)
+// A remote request that must wait is answered "queued" at once, so it
+// holds no rpcx handler (nor a worker of server.WithPool's pool); the
+// holder's node waits for its Answer, polling Status every NodeTimeout/2.
+//
+// Timers: a queued request's deadlock probe (stopped when the wait ends),
+// the Status ticker of a remote wait (stopped when it ends)
 // and a Holder's context.AfterFunc that closes it when its context ends
 // (stopped by Holder.Close).
 package lock

@@ -22,8 +22,8 @@ type Node struct {
 	wg     sync.WaitGroup // goroutines the node owns
 
 	mu      sync.Mutex // guards what follows
-	closed  bool // Close began: no new holders, requests or grants
-	stopped bool // Close ended the background sends
+	closed  bool       // Close began: no new holders, requests or grants
+	stopped bool       // Close ended the background sends
 	// holders are the open holders of this node, closed by Close.
 	holders map[OwnerID]*Holder
 	// sending counts the one-way messages (Release, Abort, Drop) still
