@@ -43,7 +43,7 @@ func (p *PlainTransport) client(addr string) (*client.Client, error) {
 	}
 	c = client.NewClient(p.opt)
 	if err := c.Connect(network, address); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrNodeLost, addr, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrNodeLost, addr, err)
 	}
 	p.clients[addr] = c
 	return c, nil

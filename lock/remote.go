@@ -226,7 +226,7 @@ func (r *request) prepare(nd string) func(rctx context.Context) error {
 			return rep.err(nd)
 		}
 		if rctx.Err() == nil {
-			return fmt.Errorf("%w: %s: %v", ErrNodeLost, nd, err)
+			return fmt.Errorf("%w: %s: %w", ErrNodeLost, nd, err)
 		}
 		return err
 	}
