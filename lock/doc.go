@@ -40,8 +40,8 @@
 //	per Acquire of      (goOwned)             ctx, Abort, Drop, Close)
 //	another node's                            then one Answer cast
 //	holder
-//	probe sender, one   peerFor, the first    Node.Close (its context) Node.Close (wg)
-//	per peer            probe or verdict
+//	probe sender, one   castTo, the first     Node.Close (its context) Node.Close (wg)
+//	per peer            probe or verdict      or 4 × NodeTimeout idle
 //	                    cast to that peer
 //	request, one per    LockOn, when it asks  its node answering; the  LockOn, which
 //	node asked          two or more nodes at  call withdraws (cancel)  collects every

@@ -2,12 +2,17 @@ package lock
 
 import (
 	"context"
+	"time"
 )
 
 // peerQueue bounds the casts (deadlock probes and verdicts) waiting to go
 // to one other node; more are dropped, since every waiting request walks
 // again after ProbeInterval anyway.
 const peerQueue = 1024
+
+// peerIdle is how many NodeTimeouts a peer's sender stays without work
+// before it ends.
+const peerIdle = 4
 
 // peer is another node this node talks to. Probes and verdicts go to it
 // through its own sender goroutine, so that a deadlock walk never waits on
@@ -23,11 +28,9 @@ type cast struct {
 	args   any
 }
 
-// peerFor returns the peer at addr, starting its sender on first use; nil
-// once the node stopped.
-func (n *Node) peerFor(addr string) *peer {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+// peerLocked returns the peer at addr, starting its sender on first use;
+// nil once the node stopped. n.mu is held.
+func (n *Node) peerLocked(addr string) *peer {
 	if p := n.peers[addr]; p != nil {
 		return p
 	}
@@ -47,7 +50,11 @@ func (n *Node) castTo(addr, method string, args any) {
 	if addr == "" || addr == n.cfg.Addr {
 		return
 	}
-	p := n.peerFor(addr)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	// Queued under n.mu, so that an idle sender that ends (sendTo) never
+	// leaves a cast behind in its queue.
+	p := n.peerLocked(addr)
 	if p == nil {
 		return
 	}
@@ -57,15 +64,31 @@ func (n *Node) castTo(addr, method string, args any) {
 	}
 }
 
-// sendTo delivers p's casts until the node closes. Each cast has
-// NodeTimeout to go out.
+// sendTo delivers p's casts until the node closes, or until it had
+// nothing to send for peerIdle × NodeTimeout: then p is forgotten, so
+// that addresses named once (a dead node, a typo) cost nothing for good.
+// Each cast has NodeTimeout to go out.
 func (n *Node) sendTo(p *peer) {
 	defer n.wg.Done()
+	idle := time.NewTimer(peerIdle * n.cfg.NodeTimeout)
+	defer idle.Stop()
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
+		case <-idle.C:
+			n.mu.Lock()
+			if len(p.out) == 0 {
+				if n.peers[p.addr] == p {
+					delete(n.peers, p.addr)
+				}
+				n.mu.Unlock()
+				return
+			}
+			n.mu.Unlock()
+			idle.Reset(peerIdle * n.cfg.NodeTimeout)
 		case c := <-p.out:
+			idle.Reset(peerIdle * n.cfg.NodeTimeout)
 			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NodeTimeout)
 			_ = n.cfg.Transport.Cast(ctx, p.addr, ServicePath, c.method, c.args)
 			cancel()

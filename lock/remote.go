@@ -19,13 +19,6 @@ type remoteHolds struct {
 	released []string
 }
 
-func (n *Node) notePeer(addr string) {
-	if addr == "" || addr == n.cfg.Addr {
-		return
-	}
-	n.peerFor(addr)
-}
-
 // setWaitingOn records the other nodes o's request in progress waits on.
 func (o *owner) setWaitingOn(nodes []string) {
 	o.mu.Lock()
@@ -206,7 +199,6 @@ func (r *request) prepare(nd string) func(rctx context.Context) error {
 	}
 	rh.sent = r.seq
 	r.asked = append(r.asked, nd)
-	h.n.notePeer(nd)
 	// released is repeated until a request there succeeds: a failed one
 	// may have been refused before it applied it.
 	args := &AcquireArgs{Owner: h.o.id, Age: h.o.age, Origin: h.n.cfg.Addr, OriginInc: h.n.inc, Seq: r.seq, LastOK: rh.ok, Mode: r.mode, Keys: r.keys, Holds: r.holds, Released: rh.released}

@@ -67,7 +67,6 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 		r.set(err)
 		return nil
 	}
-	n.notePeer(a.Origin)
 	o.mu.Lock()
 	if a.Seq > o.maxSeq {
 		o.maxSeq = a.Seq
