@@ -64,9 +64,9 @@ func (n *Node) answer(a *AcquireArgs, err error) {
 // Answer delivers the verdict of a request that waited on another node.
 func (s *Service) Answer(ctx context.Context, a *AnswerArgs, _ *Ack) error {
 	n := s.n
-	n.mu.Lock()
+	n.amu.Lock()
 	ch := n.answers[answerKey{a.Owner, a.Seq, a.Node}]
-	n.mu.Unlock()
+	n.amu.Unlock()
 	if ch != nil {
 		select {
 		case ch <- a.Code:
@@ -103,13 +103,13 @@ func (s *Service) Status(ctx context.Context, a *StatusArgs, r *AcquireReply) er
 func (n *Node) expectAnswer(id OwnerID, seq uint64, nd string) (chan int, func()) {
 	k := answerKey{id, seq, nd}
 	ch := make(chan int, 1)
-	n.mu.Lock()
+	n.amu.Lock()
 	n.answers[k] = ch
-	n.mu.Unlock()
+	n.amu.Unlock()
 	return ch, func() {
-		n.mu.Lock()
+		n.amu.Lock()
 		delete(n.answers, k)
-		n.mu.Unlock()
+		n.amu.Unlock()
 	}
 }
 

@@ -21,6 +21,12 @@ type Node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // goroutines the node owns
 
+	// amu guards answers: the requests of this node's holders on other
+	// nodes, whose verdicts may come by Answer. Every remote request
+	// passes here, so it has a mutex of its own.
+	amu     sync.Mutex
+	answers map[answerKey]chan int
+
 	mu      sync.Mutex // guards what follows
 	closed  bool       // Close began: no new holders, requests or grants
 	stopped bool       // Close ended the background sends
@@ -29,9 +35,6 @@ type Node struct {
 	// sending counts the one-way messages (Release, Abort, Drop) still
 	// being delivered; Close waits for them.
 	sending int
-	// answers are the requests of this node's holders queued on other
-	// nodes, whose verdicts come by Answer.
-	answers map[answerKey]chan int
 	// tombs are the gone holders of other nodes (see tomb.go).
 	tombs     map[OwnerID]tomb
 	nextSweep time.Time

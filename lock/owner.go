@@ -156,6 +156,29 @@ func (o *owner) take(ctx context.Context, n *Node, keys []string, mode Mode, seq
 	return nil
 }
 
+// takeNow takes keys in mode for request seq when every one of them is
+// free to take at once and none is held by o already, and otherwise
+// changes nothing and returns false (take then does the full job).
+func (o *owner) takeNow(t *table, keys []string, mode Mode, seq uint64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed.Load() {
+		return false
+	}
+	for i, k := range keys {
+		_, held := o.held[k]
+		if held || !t.tryTakeNow(o, k, mode) {
+			for _, u := range keys[:i] {
+				delete(o.held, u)
+				t.release(o, u)
+			}
+			return false
+		}
+		o.held[k] = heldKey{mode: mode, grant: seq, last: seq}
+	}
+	return true
+}
+
 // holdsAny reports whether o holds anything on this node.
 func (o *owner) holdsAny() bool {
 	o.mu.Lock()

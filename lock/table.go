@@ -92,6 +92,29 @@ func (t *table) shard(key string) *shard {
 	return &t.shards[maphash.String(t.seed, key)%numShards]
 }
 
+// tryTakeNow takes key for o if that needs no wait, and otherwise changes
+// nothing (no ticket, no waiter).
+func (t *table) tryTakeNow(o *owner, key string, mode Mode) bool {
+	s := t.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.rows[key]
+	if r == nil {
+		r = rowPool.Get().(*row)
+		r.ticket = 1
+		r.mode = mode
+		r.owners = append(r.owners[:0], o)
+		s.rows[key] = r
+		return true
+	}
+	if r.mgr == nil && r.mode == Shared && mode == Shared {
+		r.ticket++
+		r.owners = append(r.owners, o)
+		return true
+	}
+	return false
+}
+
 // tryTake takes key for o if that needs no wait. On a wait it queues a
 // waiter and returns it; the caller must then wait for its verdict.
 func (t *table) tryTake(o *owner, key string, mode Mode) *waiter {
