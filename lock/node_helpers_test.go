@@ -169,5 +169,15 @@ func servePairTimeout(t testing.TB, plain bool, nodeTimeout time.Duration) (*Nod
 		t.Cleanup(kill)
 		out[i] = n
 	}
+	// At the end both nodes close gracefully (their holders' last Drops
+	// delivered, their goroutines joined) before either dies: rpcx
+	// v1.9.4's client races with itself over a call in flight on a
+	// connection that breaks (its reader and its sender both set the
+	// call's Error), which PlainTransport's calls would otherwise meet
+	// when one node's server stops under the other's last Drop.
+	t.Cleanup(func() {
+		out[0].Close()
+		out[1].Close()
+	})
 	return out[0], out[1]
 }
