@@ -38,19 +38,29 @@ type byteWindow struct {
 // fitWindow returns how many entries from the front of out, taken and
 // encoded, the writer may write now as one frame: within the frame's byte
 // cap (as writeFrames counts it) and the byte window. It returns 0 when
-// the window is full; a credit then wakes the writer.
-func (l *lane) fitWindow(out []*entry) int {
-	n := l.bw.fit(out, l.frameBytes)
+// the window is full; a credit then wakes the writer. It returns 0 and
+// again when the first entry's arguments are still to be encoded and the
+// window has room for them now: the writer encodes and fits again.
+func (l *lane) fitWindow(out []*entry) (n int, again bool) {
+	n = l.bw.fit(out, l.frameBytes)
 	if n > 0 || l.bw.limit == 0 {
-		return n
+		return n, false
 	}
 	l.bw.stalled.Store(true)
 	// Bytes handed back between the fit and the flag woke no one: look
 	// again.
 	if n = l.bw.fit(out, l.frameBytes); n > 0 {
 		l.bw.stalled.Store(false)
+		return n, false
 	}
-	return n
+	// encodeDeferred left the first entry as it was (the window was full
+	// when it looked), and the bytes came back since: no credit is on its
+	// way to wake the writer if those were the last in flight.
+	if e := out[0]; e.deferred && e.argState.Load() != argsEncoded && l.bw.room() > 0 {
+		l.bw.stalled.Store(false)
+		return 0, true
+	}
+	return 0, false
 }
 
 // fit is fitWindow's count.

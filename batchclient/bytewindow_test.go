@@ -44,6 +44,18 @@ func TestByteWindowFit(t *testing.T) {
 	}
 }
 
+// A writer that held back a Call's entry unencoded while the window was
+// full, and finds the window empty when it fits (the last credit came in
+// between), encodes and writes it: no credit is on its way to wake it. It
+// waited (TestBytesInFlightStayWithinTheWindow hung once in about 90 runs,
+// 45 of 200 callers to their deadline). With bytes still in flight and no
+// room, it waits for their credit.
+func TestByteWindowWriterDoesNotWaitWithRoom(t *testing.T) {
+	assert.False(t, batchclient.ByteWindowWriterWaits(1000, 0), "window empty")
+	assert.False(t, batchclient.ByteWindowWriterWaits(1000, 500), "room left")
+	assert.True(t, batchclient.ByteWindowWriterWaits(1000, 1000), "window full")
+}
+
 // With a small byte window and calls of mixed sizes, the lanes keep the
 // bytes in flight within the window (or one frame alone), every call
 // succeeds, and all bytes come back.

@@ -413,7 +413,10 @@ func (l *lane) writeLoop() {
 				out = nil
 				break
 			}
-			n := l.fitWindow(out)
+			n, again := l.fitWindow(out)
+			if again {
+				continue
+			}
 			if n == 0 {
 				break // a credit wakes the writer
 			}
