@@ -604,7 +604,12 @@ func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod stri
 func (c *Client) callResult(ctx context.Context, sc *syncCall, reply any) error {
 	err := sc.call.Error
 	if err == nil && sc.pending.undecoded {
-		err = decodeReply(nil, c.opts.SerializeType, sc.pending.raw, reply)
+		// raw is this call's own copy of the reply: the reply may keep it
+		// (rpcx's ByteCodec does), and then the next call must not reuse it.
+		err = decodeReply(nil, c.opts.SerializeType, sc.pending.raw, reply, true)
+		if fastcodec.MayAlias(c.opts.SerializeType) {
+			sc.pending.raw = nil
+		}
 	}
 	if deadline, ok := ctx.Deadline(); err != nil && (ctx.Err() != nil || ok && !time.Now().Before(deadline)) {
 		// The server gave up at the same deadline, maybe a moment before
@@ -683,14 +688,19 @@ func putSyncCall(sc *syncCall) {
 // decodeReply decodes an encoded reply with the client's codec. A codec
 // that panics on the server's bytes (a custom decoder, say) fails only
 // this call.
-// A caller decoding its own reply passes a nil fc.
-func decodeReply(fc *fastcodec.Codec, st protocol.SerializeType, raw []byte, reply any) (err error) {
+// A caller decoding its own reply passes a nil fc. The reply never
+// aliases raw, which the lane reuses, unless own says raw is the call's
+// alone: then the reply may keep it (see fastcodec.MayAlias).
+func decodeReply(fc *fastcodec.Codec, st protocol.SerializeType, raw []byte, reply any, own bool) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: decoding the reply panicked: %v", ErrDecode, r)
 		}
 	}()
-	if fc != nil {
+	switch {
+	case own:
+		return fastcodec.DecodeShared(st, raw, reply)
+	case fc != nil:
 		return fc.Decode(st, raw, reply)
 	}
 	return fastcodec.Decode(st, raw, reply)

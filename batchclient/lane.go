@@ -726,7 +726,7 @@ func (l *lane) complete(rp *codec.Reply, pc *pendingCall, fc *fastcodec.Codec) {
 		pc.raw = append(pc.raw[:0], rp.Payload...)
 		pc.undecoded = true
 	case call.Reply != nil:
-		err = decodeReply(fc, l.c.opts.SerializeType, rp.Payload, call.Reply)
+		err = decodeReply(fc, l.c.opts.SerializeType, rp.Payload, call.Reply, false)
 	}
 	if err != nil {
 		l.c.metrics.errService.Inc(1)

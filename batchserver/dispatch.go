@@ -113,7 +113,11 @@ func (p *Plugin) execute(ec *entryCtx, e *codec.Entry, dst []byte, fc *fastcodec
 		return nil, fmt.Errorf("can not find codec for %d", e.SerializeType) // rpcx's text
 	}
 	argPtr, arg := m.newArg()
-	if err := fc.Decode(st, e.Payload, argPtr); err != nil {
+	// The argument may keep the frame's bytes (rpcx's ByteCodec does), as
+	// a plain request's argument keeps its message's: rpcx reads every
+	// frame into a buffer of its own that nothing writes to again, and an
+	// entry's payload is capped at its end, so the handler owns its bytes.
+	if err := fc.DecodeShared(st, e.Payload, argPtr); err != nil {
 		p.metrics.errCodec.Inc(1)
 		m.recycleArg(argPtr)
 		return nil, err

@@ -55,7 +55,25 @@ type Codec struct {
 
 var codecPool = sync.Pool{New: func() any { return new(Codec) }}
 
-// Encode encodes v with the codec of st into a new slice.
+// DecodeShared decodes data into v with the codec of st; v may keep data
+// (see Codec.DecodeShared).
+func DecodeShared(st protocol.SerializeType, data []byte, v any) error {
+	c := codecPool.Get().(*Codec)
+	err := c.DecodeShared(st, data, v)
+	codecPool.Put(c)
+	return err
+}
+
+// MayAlias reports whether a value the codec of st decodes may keep the
+// bytes it was decoded from when they are handed over with DecodeShared:
+// true for every registered codec but rpcx's msgpack.
+func MayAlias(st protocol.SerializeType) bool {
+	rc, fast := isRPCXMsgpack(st)
+	return rc != nil && !fast
+}
+
+// Encode encodes v with the codec of st into a new slice, which never
+// aliases v (see Codec.Append).
 func Encode(st protocol.SerializeType, v any) ([]byte, error) {
 	return Append(nil, st, v)
 }
@@ -69,7 +87,8 @@ func Append(dst []byte, st protocol.SerializeType, v any) ([]byte, error) {
 	return out, err
 }
 
-// Decode decodes data into v with the codec of st.
+// Decode decodes data into v with the codec of st; v never aliases data
+// (see Codec.Decode).
 func Decode(st protocol.SerializeType, data []byte, v any) error {
 	c := codecPool.Get().(*Codec)
 	err := c.Decode(st, data, v)
@@ -80,9 +99,10 @@ func Decode(st protocol.SerializeType, data []byte, v any) error {
 // Append encodes v with the codec of st, appending to dst, and returns the
 // extended slice. With rpcx's msgpack codec the bytes are written straight
 // into dst, so a caller that reuses dst encodes without allocating.
-// Another codec's bytes are copied in, so that the result is always the
-// caller's to reuse, except when dst is nil: then they are returned as
-// the codec made them.
+// Another codec's bytes are copied in, into a new slice when dst is nil:
+// such a codec may return bytes of v itself (rpcx's ByteCodec returns a
+// []byte argument as it is), and the result is the caller's to keep,
+// reuse and write to, while v stays its owner's.
 func (c *Codec) Append(dst []byte, st protocol.SerializeType, v any) ([]byte, error) {
 	rc, fast := isRPCXMsgpack(st)
 	if rc == nil {
@@ -90,9 +110,6 @@ func (c *Codec) Append(dst []byte, st protocol.SerializeType, v any) ([]byte, er
 	}
 	if !fast {
 		b, err := rc.Encode(v)
-		if dst == nil {
-			return b, err
-		}
 		return append(dst, b...), err
 	}
 	if m, ok := v.(msgp.Marshaler); ok {
@@ -115,13 +132,33 @@ func (c *Codec) Append(dst []byte, st protocol.SerializeType, v any) ([]byte, er
 	return out, err
 }
 
-// Decode decodes data into v with the codec of st.
+// Decode decodes data into v with the codec of st. v never aliases data,
+// so the caller may reuse data once Decode returns: rpcx's msgpack codec
+// copies what it keeps, and any other codec is handed a copy of data,
+// since it may keep data's bytes in v (rpcx's ByteCodec sets a []byte
+// reply to data itself; plain rpcx gives it a fresh buffer per message).
 func (c *Codec) Decode(st protocol.SerializeType, data []byte, v any) error {
+	return c.decode(st, data, v, true)
+}
+
+// DecodeShared is Decode for data that is never written to or reused
+// (the server's batch frames): any codec but rpcx's msgpack gets data
+// itself, as rpcx hands it a request's own buffer, and v may keep it.
+func (c *Codec) DecodeShared(st protocol.SerializeType, data []byte, v any) error {
+	return c.decode(st, data, v, false)
+}
+
+// decode decodes data into v; a codec other than rpcx's msgpack gets a
+// copy of data if clone is set.
+func (c *Codec) decode(st protocol.SerializeType, data []byte, v any, clone bool) error {
 	rc, fast := isRPCXMsgpack(st)
 	if rc == nil {
 		return ErrNoCodec
 	}
 	if !fast {
+		if clone {
+			data = bytes.Clone(data)
+		}
 		return rc.Decode(data, v)
 	}
 	if m, ok := v.(msgp.Unmarshaler); ok {
