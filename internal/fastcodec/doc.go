@@ -15,6 +15,14 @@
 //   - Every other type goes through the library itself, with encoders,
 //     decoders and buffers reused instead of allocated per call.
 //
+// Any other codec registered in share.Codecs runs as registered, except
+// that nothing fastcodec returns aliases the caller's values or buffers,
+// as nothing does with plain rpcx (which gives every message a buffer of
+// its own): Append copies such a codec's bytes (rpcx's ByteCodec returns
+// a []byte argument itself), and Decode hands it a copy of its input
+// (ByteCodec keeps it in the value), unless the caller hands the bytes
+// over with DecodeShared.
+//
 // It starts no goroutines. Compiled plans are kept in a sync.Map by type;
 // Codecs are pooled, and a Codec is used by one goroutine at a time.
 package fastcodec
