@@ -450,20 +450,14 @@ func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string
 	}
 	if ctx.Done() != nil {
 		// The context ends the wait; no goroutine runs until it fires, and
-		// the watch is dropped when the call completes first. stopWatch is
-		// set after registration, so it is read under the pending lock.
+		// the watch is dropped when the call completes first.
 		stop := context.AfterFunc(ctx, func() {
 			if p := l.claim(id); p != nil {
 				c.metrics.errTimeout.Inc(1)
 				l.finish(p, ctx.Err())
 			}
 		})
-		l.pmu.Lock()
-		if _, still := l.pending[id]; still {
-			pc2.stopWatch = stop
-			l.pmu.Unlock()
-		} else {
-			l.pmu.Unlock()
+		if !l.pending.watch(id, stop) {
 			stop()
 		}
 	}

@@ -76,10 +76,7 @@ func (l *lane) checkDrained() {
 	if !l.draining.Load() {
 		return
 	}
-	l.pmu.Lock()
-	empty := len(l.pending) == 0
-	l.pmu.Unlock()
-	if empty {
+	if l.pending.empty() {
 		l.drainedOnce.Do(func() { close(l.drained) })
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,9 +111,7 @@ type lane struct {
 	dead       chan struct{} // closed by fail
 	deadErr    error         // set before dead is closed
 
-	pmu     sync.Mutex
-	pending map[uint64]*pendingCall
-	nextID  uint64
+	pending pendingTable // calls waiting for their replies (pending.go)
 
 	down     chan<- struct{} // told, without blocking, when the lane fails or drains
 	lastRecv atomic.Int64    // unix nanos of the last bytes read
@@ -143,7 +140,7 @@ func newLane(c *Client, addr string, conn net.Conn, hs codec.Handshake, down cha
 		wake:       make(chan struct{}, 1),
 		dead:       make(chan struct{}),
 		drained:    make(chan struct{}),
-		pending:    make(map[uint64]*pendingCall),
+		pending:    newPendingTable(),
 	}
 	l.lastRecv.Store(time.Now().UnixNano())
 	l.lastSent.Store(time.Now().UnixNano())
@@ -178,10 +175,7 @@ func (l *lane) fail(err error) {
 
 	l.c.metrics.errConn.Inc(int64(len(queued)))
 	l.failQueued(queued, err)
-	l.pmu.Lock()
-	pending := l.pending
-	l.pending = make(map[uint64]*pendingCall)
-	l.pmu.Unlock()
+	pending := l.pending.takeAll()
 	l.c.metrics.errConn.Inc(int64(len(pending)))
 	for _, call := range pending {
 		l.finish(call, err)
@@ -245,21 +239,13 @@ func deliver(call *client.Call) bool {
 
 // register gives call an id and records it as pending.
 func (l *lane) register(call *pendingCall) uint64 {
-	l.pmu.Lock()
-	l.nextID++
-	id := l.nextID
-	l.pending[id] = call
-	l.pmu.Unlock()
-	return id
+	return l.pending.register(call)
 }
 
 // claim removes and returns the pending call with id, or nil when it has
 // already been claimed (by its reply, a cancel, or fail).
 func (l *lane) claim(id uint64) *pendingCall {
-	l.pmu.Lock()
-	call := l.pending[id]
-	delete(l.pending, id)
-	l.pmu.Unlock()
+	call := l.pending.claim(id)
 	l.checkDrained()
 	return call
 }
@@ -658,7 +644,7 @@ func (l *lane) readLoop() {
 				l.c.metrics.errStale.Inc(1)
 				continue
 			}
-			pcs = l.claimAll(replies, pcs)
+			pcs = l.pending.claimAll(replies, pcs)
 			for i := range replies {
 				if pcs[i] != nil {
 					l.complete(&replies[i], pcs[i], &fc)
@@ -693,21 +679,6 @@ func (l *lane) readLoop() {
 			l.pushed(&msg) // a handler's Server.SendMessage (push.go)
 		}
 	}
-}
-
-// claimAll claims the calls of a frame's replies under one lock (the
-// callers register theirs under the same lock): pcs[i] is the call of
-// replies[i], or nil when its caller has already given up.
-func (l *lane) claimAll(replies []codec.Reply, pcs []*pendingCall) []*pendingCall {
-	pcs = slices.Grow(pcs[:0], len(replies))[:len(replies)]
-	l.pmu.Lock()
-	for i := range replies {
-		id := replies[i].ID
-		pcs[i] = l.pending[id]
-		delete(l.pending, id)
-	}
-	l.pmu.Unlock()
-	return pcs
 }
 
 // complete hands one reply to its claimed call, decoding the result into

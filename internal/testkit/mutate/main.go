@@ -52,9 +52,9 @@ var faults = []fault{
 	},
 	{
 		name: "reply-to-wrong-id",
-		edits: []edit{{"batchclient/lane.go",
-			"\t\tid := replies[i].ID\n\t\tpcs[i] = l.pending[id]",
-			"\t\tid := replies[(i+1)%len(replies)].ID\n\t\tpcs[i] = l.pending[id]"}},
+		edits: []edit{{"batchclient/pending.go",
+			"\t\tid := replies[i].ID\n\t\tpcs[i] = t.calls[id]",
+			"\t\tid := replies[(i+1)%len(replies)].ID\n\t\tpcs[i] = t.calls[id]"}},
 		pkgs: []string{"./batchclient/"},
 	},
 	{
