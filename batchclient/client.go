@@ -42,7 +42,12 @@ type Client struct {
 
 	// live mirrors peers for lock-free lookups on the call path; it is
 	// written under mu.
-	live    sync.Map
+	live sync.Map
+	// mu guards the address tables: peers, stopped (and the plain client
+	// each stopped address holds), and the writes to live and closed that
+	// keep them in step. It is never held across a dial or a peer's
+	// shutdown; peer.plainMu may be held when it is taken (forgetPlain),
+	// never the other way round.
 	mu      sync.Mutex
 	peers   map[string]*peer
 	stopped map[string]*client.Client // plain clients of stopped addresses, made on first use

@@ -85,6 +85,12 @@ type lane struct {
 	// caps are the client's, lowered to the server's.
 	batchCap, frameBytes int
 
+	// qmu guards the queue and the writer's window: queue, qBytes,
+	// inWrite, waiting, unfinished, room (closed and replaced under it),
+	// deadErr with the closing of dead, and drainErr. qLen and qBytesNow
+	// are written only under it, so they never disagree with what it
+	// guards for longer than one critical section; the byte window (bw),
+	// reserved, resBytes and lastSize are atomics of their own.
 	qmu  sync.Mutex
 	qLen atomic.Int32 // len(queue), readable without qmu
 	// qBytesNow mirrors qBytes+inWrite for admit's lock-free check.

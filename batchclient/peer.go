@@ -96,7 +96,10 @@ type peer struct {
 	// changed in place) at every change, so the call path takes no lock.
 	view        atomic.Pointer[peerView]
 	plainClient *client.Client
-	plainMu     sync.Mutex
+	// plainMu guards plainClient and the plain dialer's dialing and
+	// stopped (plaindial.go); it is held while a call takes plainClient
+	// in use (plainInUse), so forgetPlain sees every call that started.
+	plainMu sync.Mutex
 	// plainInUse counts calls running on plainClient: taken under plainMu
 	// (usePlain), given back by plainRef.done.
 	plainInUse atomic.Int64

@@ -43,6 +43,8 @@ type pushSink struct {
 
 // pushTable holds the channels server-pushed messages go to, by address.
 type pushTable struct {
+	// mu guards sinks; readers (the lanes delivering pushes) take it
+	// shared, registrations and removals exclusively.
 	mu    sync.RWMutex
 	sinks map[string]pushSink
 }

@@ -113,8 +113,10 @@ func (x *xClient) Close() error {
 
 // builder is the rpcx CacheClientBuilder of one XClient's network name.
 type builder struct {
-	bc    *Client
+	// mu guards bc, which release clears when the XClient closes, and
+	// cache, rpcx's cached RPCClients by "network@address".
 	mu    sync.Mutex
+	bc    *Client
 	cache map[string]client.RPCClient
 }
 
@@ -254,6 +256,9 @@ type batchDiscovery struct {
 	inner   client.ServiceDiscovery
 	network string
 
+	// mu guards watchers, the channels forward sends to, and the
+	// forwarding goroutine's innerCh, stop and done, which
+	// WatchService sets on first use and stopForwarding clears.
 	mu       sync.Mutex
 	watchers []chan []*client.KVPair
 	innerCh  chan []*client.KVPair
