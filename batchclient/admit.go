@@ -30,13 +30,13 @@ var errNoRoom = errors.New("rpcxbatch: no room in the queue for the entry")
 // bytesFit reports whether an entry of size bytes fits beside qb queued and
 // rb reserved bytes.
 func (l *lane) bytesFit(qb, rb int64, size int) bool {
-	return qb+rb+int64(size) <= int64(l.c.opts.QueueBytes) || qb+rb == 0
+	return qb+rb+int64(size) <= int64(l.cfg.QueueBytes) || qb+rb == 0
 }
 
 // hasRoomLocked reports whether the queue has a place and bytes for an
 // entry of size bytes, own being the places the caller holds already.
 func (l *lane) hasRoomLocked(size, own int) bool {
-	return len(l.queue)+int(l.reserved.Load())-own < l.c.opts.QueueEntries &&
+	return len(l.queue)+int(l.reserved.Load())-own < l.cfg.QueueEntries &&
 		l.bytesFit(int64(l.qBytes+l.inWrite), l.resBytes.Load(), size)
 }
 
@@ -59,7 +59,7 @@ func (l *lane) admit(size int, done <-chan struct{}, ctxErr func() error) (int, 
 		}
 		for {
 			r := l.reserved.Load()
-			if l.queued()+int(r) >= l.c.opts.QueueEntries {
+			if l.queued()+int(r) >= l.cfg.QueueEntries {
 				l.resBytes.Add(-int64(est))
 				goto slow
 			}
@@ -94,7 +94,7 @@ func (l *lane) guess(size int) int {
 	if g := max(size, int(l.lastSize.Load())); g > 0 {
 		return g
 	}
-	return l.c.opts.QueueBytes
+	return l.cfg.QueueBytes
 }
 
 // unreserve gives back a place and the est bytes admit reserved.
@@ -120,7 +120,7 @@ func (l *lane) enqueue(e *entry, est int, done <-chan struct{}, ctxErr func() er
 	}
 	if l.deadErr != nil || l.drainErr != nil || !l.hasRoomLocked(e.size, 1) {
 		l.reserved.Add(-1)
-		if l.deadErr == nil && l.drainErr == nil && l.c.opts.Overflow == OverflowBlock {
+		if l.deadErr == nil && l.drainErr == nil && l.cfg.Overflow == OverflowBlock {
 			l.wakeLocked()
 			l.qmu.Unlock()
 			return errNoRoom

@@ -26,7 +26,7 @@ func (l *lane) sendEvery() time.Duration {
 
 // tickEvery is how often the writer checks whether a heartbeat is due.
 func (l *lane) tickEvery() time.Duration {
-	d := l.c.opts.HeartbeatInterval / 2
+	d := l.cfg.HeartbeatInterval / 2
 	if s := l.sendEvery(); s > 0 {
 		d = min(d, s/2)
 	}

@@ -79,7 +79,8 @@ const maxKeptPayload = 4 << 10
 // has anything, as one frame with one write.
 type lane struct {
 	c    *Client
-	addr string // the address as the client's table knows it
+	cfg  laneConfig // the client's options the lane reads (laneconfig.go)
+	addr string     // the address as the client's table knows it
 	conn net.Conn
 	hs   codec.Handshake
 	// caps are the client's, lowered to the server's.
@@ -136,10 +137,11 @@ type lane struct {
 }
 
 func newLane(c *Client, addr string, conn net.Conn, hs codec.Handshake, down chan<- struct{}) *lane {
+	cfg := newLaneConfig(&c.opts)
 	l := &lane{
-		c: c, addr: addr, conn: conn, hs: hs, down: down,
-		batchCap:   min(c.opts.BatchCap, hs.BatchCap),
-		frameBytes: min(c.opts.MaxFrameBytes, hs.MaxFrameBytes),
+		c: c, cfg: cfg, addr: addr, conn: conn, hs: hs, down: down,
+		batchCap:   min(cfg.BatchCap, hs.BatchCap),
+		frameBytes: min(cfg.MaxFrameBytes, hs.MaxFrameBytes),
 		window:     hs.Window,
 		bw:         byteWindow{limit: int64(hs.WindowBytes)},
 		room:       make(chan struct{}),
@@ -283,7 +285,7 @@ func (l *lane) roomLocked(size int, done <-chan struct{}, ctxErr func() error) e
 		if l.hasRoomLocked(size, own) {
 			return nil
 		}
-		if l.c.opts.Overflow == OverflowFailFast {
+		if l.cfg.Overflow == OverflowFailFast {
 			l.qmu.Unlock()
 			l.c.metrics.errOverload.Inc(1)
 			return ErrOverloaded
@@ -475,7 +477,7 @@ func (l *lane) encodeDeferred(batch []*entry, fc *fastcodec.Codec, budget int64)
 
 // encodeDeferredArgs encodes a deferred entry's arguments as its payload.
 func (l *lane) encodeDeferredArgs(e *entry, fc *fastcodec.Codec) error {
-	payload, err := encodeArgs(fc, e.buf[:0], l.c.opts.SerializeType, e.args)
+	payload, err := encodeArgs(fc, e.buf[:0], l.cfg.SerializeType, e.args)
 	if err != nil {
 		return err
 	}
@@ -547,7 +549,7 @@ func (l *lane) appendFrame(buf []byte, frameSeq uint64, batch []*entry) []byte {
 	}
 	codec.FinishMessage(buf, mark)
 	l.charge(len(buf) - start) // the payload, as the server reads it
-	buf = codec.CompressMessage(buf, mark, l.c.opts.CompressType)
+	buf = codec.CompressMessage(buf, mark, l.cfg.CompressType)
 	l.c.metrics.frames.Inc(1)
 	l.c.metrics.batchSize.Update(int64(len(batch)))
 	return buf
@@ -561,7 +563,7 @@ func (l *lane) appendFrame(buf []byte, frameSeq uint64, batch []*entry) []byte {
 func (l *lane) write(b []byte) error {
 	for {
 		start := time.Now()
-		l.conn.SetWriteDeadline(start.Add(l.c.opts.HeartbeatTimeout))
+		l.conn.SetWriteDeadline(start.Add(l.cfg.HeartbeatTimeout))
 		n, err := l.conn.Write(b)
 		b = b[n:]
 		if n > 0 {
@@ -604,7 +606,7 @@ func (l *lane) heartbeat(buf *[]byte) error {
 		return fmt.Errorf("%w: nothing heard for %v after a write it had to answer", ErrHeartbeat, waited.Round(time.Millisecond))
 	}
 	quiet := time.Since(time.Unix(0, l.lastRecv.Load()))
-	if quiet < l.c.opts.HeartbeatInterval && !l.sendDue() {
+	if quiet < l.cfg.HeartbeatInterval && !l.sendDue() {
 		return nil
 	}
 	var h protocol.Header
@@ -628,7 +630,7 @@ func (l *lane) readLoop() {
 		fc      fastcodec.Codec // decodes the replies
 	)
 	for {
-		msg, b, err := codec.ReadMessage(br, l.c.opts.MaxFrameBytes+64<<10, buf)
+		msg, b, err := codec.ReadMessage(br, l.cfg.MaxFrameBytes+64<<10, buf)
 		if err != nil {
 			l.fail(fmt.Errorf("%w: %w", ErrConnection, err))
 			return
@@ -703,7 +705,7 @@ func (l *lane) complete(rp *codec.Reply, pc *pendingCall, fc *fastcodec.Codec) {
 		pc.raw = append(pc.raw[:0], rp.Payload...)
 		pc.undecoded = true
 	case call.Reply != nil:
-		err = decodeReply(fc, l.c.opts.SerializeType, rp.Payload, call.Reply, false)
+		err = decodeReply(fc, l.cfg.SerializeType, rp.Payload, call.Reply, false)
 	}
 	if err != nil {
 		l.c.metrics.errService.Inc(1)

@@ -48,7 +48,7 @@ func (l *lane) frozenFor() (time.Duration, bool) {
 		return 0, false
 	}
 	waited := time.Since(time.Unix(0, max(owed, l.owedWritten.Load())))
-	if waited <= l.c.opts.HeartbeatTimeout || unreadBytes(l.conn) > 0 {
+	if waited <= l.cfg.HeartbeatTimeout || unreadBytes(l.conn) > 0 {
 		return waited, false
 	}
 	return waited, true
