@@ -231,20 +231,12 @@ func (s *Service) Release(ctx context.Context, a *ReleaseArgs, _ *Ack) error {
 // tombstone, so that the request is refused when it arrives.
 func (s *Service) Abort(ctx context.Context, a *AbortArgs, _ *Ack) error {
 	n := s.n
-	n.mu.Lock()
-	o := n.proxies[a.Owner]
+	o := n.proxyOrBury(a.Owner, a.Seq, false)
 	if o == nil {
-		if !n.closed {
-			n.buryLocked(a.Owner, a.Seq, false)
-		}
-		n.mu.Unlock()
 		return nil
 	}
-	n.mu.Unlock()
 	o.mu.Lock()
-	if a.Seq > o.aborted {
-		o.aborted = a.Seq
-	}
+	o.aborted = max(o.aborted, a.Seq)
 	for seq, p := range o.pending {
 		if seq <= a.Seq {
 			p.cancel()
@@ -259,22 +251,27 @@ func (s *Service) Abort(ctx context.Context, a *AbortArgs, _ *Ack) error {
 // released, its proxy is forgotten and its late requests are refused.
 func (s *Service) Drop(ctx context.Context, a *DropArgs, _ *Ack) error {
 	n := s.n
-	n.mu.Lock()
-	o := n.proxies[a.Owner]
+	o := n.proxyOrBury(a.Owner, a.LastSeq, true)
 	if o == nil {
-		if !n.closed {
-			n.buryLocked(a.Owner, a.LastSeq, true)
-		}
-		n.mu.Unlock()
 		return nil
 	}
-	n.mu.Unlock()
 	o.mu.Lock()
-	if a.LastSeq > o.aborted {
-		o.aborted = a.LastSeq
-	}
+	o.aborted = max(o.aborted, a.LastSeq)
 	o.mu.Unlock()
 	o.drop(n.table)
 	n.forget(o)
 	return nil
+}
+
+// proxyOrBury returns the proxy of holder id, or, for a holder unknown
+// here (its Abort or Drop overtook its request), nil after leaving a
+// tombstone up to seq, so that its late requests are refused.
+func (n *Node) proxyOrBury(id OwnerID, seq uint64, dropped bool) *owner {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	o := n.proxies[id]
+	if o == nil && !n.closed {
+		n.buryLocked(id, seq, dropped)
+	}
+	return o
 }
