@@ -129,7 +129,7 @@ func (l *lane) dropDraining(out []*entry) {
 	l.qmu.Lock()
 	err := l.drainErr
 	l.qmu.Unlock()
-	l.c.metrics.errDrain.Inc(int64(len(out)))
+	l.cfg.Metrics.errDrain.Inc(int64(len(out)))
 	l.failQueued(out, err)
 	clear(out)
 }

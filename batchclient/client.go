@@ -275,9 +275,6 @@ func (c *Client) forget(p *peer) {
 	}
 }
 
-// wokenCallers is woken as settle.Settle reads it.
-func (c *Client) wokenCallers() int { return int(c.woken.Load()) }
-
 // stoppedPlain returns the plain rpcx client of a stopped address,
 // connecting it on first use or after it broke.
 func (c *Client) stoppedPlain(ctx context.Context, addr string) (*client.Client, error) {

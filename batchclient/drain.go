@@ -50,7 +50,7 @@ func (l *lane) drain() {
 	}
 	// Before any entry fails: their callers' retries must already find the
 	// server out of selection (see skipDraining).
-	l.c.drains.mark(l.addr)
+	l.cfg.OnDrain(l.addr)
 	err := fmt.Errorf("%w: %s", ErrDraining, l.addr)
 	l.drainErr = err
 	queued := l.queue
@@ -61,7 +61,7 @@ func (l *lane) drain() {
 	l.wakeLocked()
 	l.qmu.Unlock()
 	l.draining.Store(true)
-	l.c.metrics.errDrain.Inc(int64(len(queued)))
+	l.cfg.Metrics.errDrain.Inc(int64(len(queued)))
 	l.failQueued(queued, err)
 	select {
 	case l.down <- struct{}{}:

@@ -78,8 +78,7 @@ const maxKeptPayload = 4 << 10
 // entries on its queue; the writer ships whatever is queued the moment it
 // has anything, as one frame with one write.
 type lane struct {
-	c    *Client
-	cfg  laneConfig // the client's options the lane reads (laneconfig.go)
+	cfg  laneConfig // what the lane reads from its client (laneconfig.go)
 	addr string     // the address as the client's table knows it
 	conn net.Conn
 	hs   codec.Handshake
@@ -136,10 +135,9 @@ type lane struct {
 	drainedOnce sync.Once
 }
 
-func newLane(c *Client, addr string, conn net.Conn, hs codec.Handshake, down chan<- struct{}) *lane {
-	cfg := newLaneConfig(&c.opts)
+func newLane(cfg laneConfig, addr string, conn net.Conn, hs codec.Handshake, down chan<- struct{}) *lane {
 	l := &lane{
-		c: c, cfg: cfg, addr: addr, conn: conn, hs: hs, down: down,
+		cfg: cfg, addr: addr, conn: conn, hs: hs, down: down,
 		batchCap:   min(cfg.BatchCap, hs.BatchCap),
 		frameBytes: min(cfg.MaxFrameBytes, hs.MaxFrameBytes),
 		window:     hs.Window,
@@ -181,10 +179,10 @@ func (l *lane) fail(err error) {
 	l.qmu.Unlock()
 	l.conn.Close()
 
-	l.c.metrics.errConn.Inc(int64(len(queued)))
+	l.cfg.Metrics.errConn.Inc(int64(len(queued)))
 	l.failQueued(queued, err)
 	pending := l.pending.takeAll()
-	l.c.metrics.errConn.Inc(int64(len(pending)))
+	l.cfg.Metrics.errConn.Inc(int64(len(pending)))
 	for _, call := range pending {
 		l.finish(call, err)
 	}
@@ -225,10 +223,10 @@ func (l *lane) finish(pc *pendingCall, err error) {
 	if pc.deferDecode {
 		// A caller of Call is about to run (see Client.woken); counted
 		// before it can be, so the count never goes below zero.
-		l.c.woken.Add(1)
+		l.cfg.Woken.Add(1)
 	}
 	if !deliver(call) && pc.deferDecode {
-		l.c.woken.Add(-1)
+		l.cfg.Woken.Add(-1)
 	}
 }
 
@@ -287,7 +285,7 @@ func (l *lane) roomLocked(size int, done <-chan struct{}, ctxErr func() error) e
 		}
 		if l.cfg.Overflow == OverflowFailFast {
 			l.qmu.Unlock()
-			l.c.metrics.errOverload.Inc(1)
+			l.cfg.Metrics.errOverload.Inc(1)
 			return ErrOverloaded
 		}
 		room := l.room
@@ -308,6 +306,10 @@ func (l *lane) roomLocked(size int, done <-chan struct{}, ctxErr func() error) e
 }
 
 func (l *lane) queued() int { return int(l.qLen.Load()) }
+
+// wokenCallers is the client's count of woken callers, as settle.Settle
+// reads it.
+func (l *lane) wokenCallers() int { return int(l.cfg.Woken.Load()) }
 
 // release gives n places of the window back (answers and credits from the
 // server) and wakes the writer if the window had stopped it.
@@ -358,7 +360,7 @@ func (l *lane) take(dst []*entry) []*entry {
 	l.inWrite = size
 	l.qBytesNow.Store(int64(l.qBytes + l.inWrite))
 	l.unfinished += n
-	l.c.metrics.queueDepth.Update(int64(rest))
+	l.cfg.Metrics.queueDepth.Update(int64(rest))
 	if full {
 		l.wakeLocked()
 	}
@@ -391,7 +393,7 @@ func (l *lane) writeLoop() {
 		case <-l.dead:
 			return
 		}
-		settle.Settle(l.queued, l.batchCap, l.c.wokenCallers)
+		settle.Settle(l.queued, l.batchCap, l.wokenCallers)
 		for {
 			if len(out) == 0 {
 				if out = l.take(batch); len(out) == 0 {
@@ -464,7 +466,7 @@ func (l *lane) encodeDeferred(batch []*entry, fc *fastcodec.Codec, budget int64)
 		id := e.ID
 		e.argState.Store(argsDone) // from here on e is its caller's
 		if pc := l.claim(id); pc != nil {
-			l.c.metrics.errCodec.Inc(1)
+			l.cfg.Metrics.errCodec.Inc(1)
 			l.finish(pc, err)
 		}
 	}
@@ -519,7 +521,7 @@ func (l *lane) appendFrame(buf []byte, frameSeq uint64, batch []*entry) []byte {
 	h.SetSerializeType(protocol.SerializeNone)
 	h.SetSeq(frameSeq)
 	var meta map[string]string
-	if token := l.c.authToken(); token != "" {
+	if token := l.cfg.Auth(); token != "" {
 		meta = map[string]string{share.AuthKey: token}
 	}
 	buf, mark := codec.StartMessage(buf, &h, codec.ServicePath, codec.MethodBatch, meta)
@@ -550,8 +552,8 @@ func (l *lane) appendFrame(buf []byte, frameSeq uint64, batch []*entry) []byte {
 	codec.FinishMessage(buf, mark)
 	l.charge(len(buf) - start) // the payload, as the server reads it
 	buf = codec.CompressMessage(buf, mark, l.cfg.CompressType)
-	l.c.metrics.frames.Inc(1)
-	l.c.metrics.batchSize.Update(int64(len(batch)))
+	l.cfg.Metrics.frames.Inc(1)
+	l.cfg.Metrics.batchSize.Update(int64(len(batch)))
 	return buf
 }
 
@@ -649,7 +651,7 @@ func (l *lane) readLoop() {
 			}
 			if inc != l.hs.Incarnation {
 				// Not this lane's server: never let it reach a call.
-				l.c.metrics.errStale.Inc(1)
+				l.cfg.Metrics.errStale.Inc(1)
 				continue
 			}
 			pcs = l.pending.claimAll(replies, pcs)
@@ -684,7 +686,7 @@ func (l *lane) readLoop() {
 			l.fail(fmt.Errorf("%w: server refused a frame: %s", ErrConnection, msg.Metadata[protocol.ServiceError]))
 			return
 		case isPush(&msg):
-			l.pushed(&msg) // a handler's Server.SendMessage (push.go)
+			l.cfg.OnPush(&msg, l.dead) // a handler's Server.SendMessage (push.go)
 		}
 	}
 }
@@ -708,7 +710,7 @@ func (l *lane) complete(rp *codec.Reply, pc *pendingCall, fc *fastcodec.Codec) {
 		err = decodeReply(fc, l.cfg.SerializeType, rp.Payload, call.Reply, false)
 	}
 	if err != nil {
-		l.c.metrics.errService.Inc(1)
+		l.cfg.Metrics.errService.Inc(1)
 	}
 	l.finish(pc, err)
 }

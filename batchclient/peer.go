@@ -291,7 +291,7 @@ func (p *peer) connect() ([]*lane, error) {
 	if n == 0 {
 		n = hs.PoolSize
 	}
-	lanes := []*lane{newLane(p.c, p.key, conn, hs, p.laneDown)}
+	lanes := []*lane{newLane(p.c.laneConfig(p.key), p.key, conn, hs, p.laneDown)}
 	for len(lanes) < n {
 		conn, hs2, err := p.dial()
 		if err == nil && hs2.Incarnation != hs.Incarnation {
@@ -304,7 +304,7 @@ func (p *peer) connect() ([]*lane, error) {
 			}
 			return nil, err
 		}
-		lanes = append(lanes, newLane(p.c, p.key, conn, hs2, p.laneDown))
+		lanes = append(lanes, newLane(p.c.laneConfig(p.key), p.key, conn, hs2, p.laneDown))
 	}
 	return lanes, nil
 }

@@ -129,23 +129,25 @@ func isPush(msg *codec.Message) bool {
 	return h.MessageType() == protocol.Request && h.IsOneway() && !h.IsHeartbeat() && msg.ServicePath != codec.ServicePath
 }
 
-// pushed delivers a message the server pushed on the lane.
-func (l *lane) pushed(msg *codec.Message) {
-	s := l.c.push.sink(l.addr)
-	handler := l.c.opts.RPCX.NilCallServerMessageHandler
+// pushed delivers a message the server at addr pushed on a lane (the
+// lane's OnPush); a delivery that waits for room gives up when stop, the
+// lane's death, closes.
+func (c *Client) pushed(addr string, msg *codec.Message, stop <-chan struct{}) {
+	s := c.push.sink(addr)
+	handler := c.opts.RPCX.NilCallServerMessageHandler
 	if s.ch == nil && handler == nil {
 		return // rpcx drops it too
 	}
 	m, err := rpcxMessage(msg)
 	if err != nil {
-		log.Warnf("rpcxbatch: dropping a message pushed by %s: %v", l.addr, err)
+		log.Warnf("rpcxbatch: dropping a message pushed by %s: %v", addr, err)
 		return
 	}
 	if s.ch == nil {
 		handler(m)
 		return
 	}
-	l.c.deliverPush(l.addr, s, m, l.c.opts.RPCX.BidirectionalBlock, l.dead)
+	c.deliverPush(addr, s, m, c.opts.RPCX.BidirectionalBlock, stop)
 }
 
 // rpcxMessage turns msg (whose fields alias the lane's read buffer) into
