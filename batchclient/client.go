@@ -12,9 +12,8 @@ import (
 
 	metrics "github.com/rcrowley/go-metrics"
 	"github.com/smallnest/rpcx/client"
-	"github.com/smallnest/rpcx/protocol"
-	"github.com/smallnest/rpcx/share"
 
+	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
 	"github.com/rpcxbatch/rpcxbatch/codec"
 	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
 )
@@ -112,7 +111,7 @@ func (c *Client) laneConn(addr string) net.Conn {
 		return nil
 	}
 	if lanes := p.view.Load().lanes; len(lanes) > 0 {
-		return lanes[0].conn
+		return lanes[0].Conn()
 	}
 	return nil
 }
@@ -124,10 +123,6 @@ func (c *Client) Options() Options { return c.opts }
 func (c *Client) Metrics() metrics.Registry { return c.opts.Registry }
 
 type keyCtx struct{}
-
-// reqMetaKey is rpcx's request-metadata key as an interface value, made
-// once: converting the string-typed key on every call allocates.
-var reqMetaKey any = share.ReqMetaDataKey
 
 // WithKey returns a context whose entries are pinned to one lane chosen by
 // key, so that every call, cast and send made with the same key to the same
@@ -242,7 +237,7 @@ func (c *Client) Close() error {
 
 // route finds where an entry for addr goes: a lane, or a plain client
 // (whose done the caller calls when the call is over).
-func (c *Client) route(ctx context.Context, addr string) (*lane, plainRef, error) {
+func (c *Client) route(ctx context.Context, addr string) (*lane.Lane, plainRef, error) {
 	key, hasKey := ctx.Value(keyCtx{}).(string)
 	// errForgotten means the address changed hands while we looked (its
 	// peer was forgotten, or it was started again): look again, a few times.
@@ -251,7 +246,7 @@ func (c *Client) route(ctx context.Context, addr string) (*lane, plainRef, error
 		if err != nil {
 			return nil, plainRef{}, err
 		}
-		var l *lane
+		var l *lane.Lane
 		var pr plainRef
 		if p == nil {
 			// Stopped: the plain path until Start.
@@ -320,102 +315,6 @@ func (c *Client) stoppedPlain(ctx context.Context, addr string) (*client.Client,
 	return fresh, nil
 }
 
-// newEntry builds an entry and encodes args into it.
-func (c *Client) newEntry(ctx context.Context, kind codec.Kind, path, method string, args any, est int) (*entry, error) {
-	e := getEntry()
-	var err error
-	if est > maxKeptPayload {
-		// Room for the bytes admission reserved: a large payload grown by
-		// append would hold up to a quarter more than the queue counts.
-		e.buf = make([]byte, 0, est)
-	}
-	if kind == codec.KindSend {
-		// Copied: Send returns before the frame is written, and the caller
-		// may reuse its buffer at once.
-		b, _ := args.([]byte)
-		e.buf = append(e.buf[:0], b...)
-	} else {
-		e.buf, err = encodeArgs(nil, e.buf[:0], c.opts.SerializeType, args)
-	}
-	if err != nil {
-		putEntry(e)
-		if errors.Is(err, fastcodec.ErrNoCodec) {
-			return nil, ErrUnsupportedCodec
-		}
-		c.metrics.errCodec.Inc(1)
-		return nil, err
-	}
-	e.Kind, e.ServicePath, e.ServiceMethod = kind, path, method
-	e.SerializeType = uint8(c.opts.SerializeType)
-	e.Payload = e.buf
-	if m, ok := ctx.Value(reqMetaKey).(map[string]string); ok && len(m) > 0 {
-		e.Metadata = copyMetadata(ctx, m)
-	}
-	e.deadline, _ = ctx.Deadline()
-	e.size = codec.EntrySize(&e.Entry)
-	return e, nil
-}
-
-// encodeArgs encodes args after dst: on the caller's goroutine for Go and
-// Cast (with a nil fc), on the lane's writer for Call. A codec error or
-// panic becomes ErrEncode, which fails that call alone.
-func encodeArgs(fc *fastcodec.Codec, dst []byte, st protocol.SerializeType, args any) (out []byte, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			out, err = dst, fmt.Errorf("%w: encoding the arguments panicked: %v", ErrEncode, r)
-		}
-	}()
-	if fc != nil {
-		out, err = fc.Append(dst, st, args)
-	} else {
-		out, err = fastcodec.Append(dst, st, args)
-	}
-	if err != nil && !errors.Is(err, fastcodec.ErrNoCodec) {
-		err = fmt.Errorf("%w: %w", ErrEncode, err)
-	}
-	return out, err
-}
-
-// newDeferredEntry builds a call entry whose arguments the lane's writer
-// encodes (see Call). It is kept apart from newEntry, and lean, because
-// it runs on the caller's goroutine: the less stack a waiting caller
-// needs, the less there is for the collector to shrink and the next call
-// to grow back.
-func (c *Client) newDeferredEntry(ctx context.Context, path, method string, args any) (*entry, error) {
-	if share.Codecs[c.opts.SerializeType] == nil {
-		return nil, ErrUnsupportedCodec
-	}
-	e := getEntry()
-	e.deferred, e.args = true, args
-	e.Kind, e.ServicePath, e.ServiceMethod = codec.KindCall, path, method
-	e.SerializeType = uint8(c.opts.SerializeType)
-	e.buf, e.Payload = e.buf[:0], nil
-	if m, ok := ctx.Value(reqMetaKey).(map[string]string); ok && len(m) > 0 {
-		e.Metadata = copyMetadata(ctx, m)
-	}
-	e.deadline, _ = ctx.Deadline()
-	e.size = codec.EntrySize(&e.Entry)
-	return e, nil
-}
-
-// copyMetadata copies the request metadata m found in ctx: rpcx's XClient
-// writes the auth token into this map. A function of its own, off the
-// common path: ranging over a map takes a large stack frame, and every
-// caller's stack would grow for it.
-//
-//go:noinline
-func copyMetadata(ctx context.Context, m map[string]string) map[string]string {
-	if sc, ok := ctx.(*share.Context); ok {
-		sc.Lock()
-		defer sc.Unlock()
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
 // Go starts a call to addr and returns at once; the returned rpcx Call is
 // sent on done (or on a new buffered channel when done is nil) when it
 // completes. If ctx ends first, the call completes with ctx's error.
@@ -427,7 +326,7 @@ func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string
 		panic("rpcxbatch: Go: done channel is unbuffered")
 	}
 	call := &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args, Reply: reply, Done: done}
-	if m, ok := ctx.Value(reqMetaKey).(map[string]string); ok {
+	if m, ok := ctx.Value(lane.ReqMetaKey).(map[string]string); ok {
 		call.Metadata = m
 	}
 	l, pr, err := c.route(ctx, addr)
@@ -440,9 +339,9 @@ func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string
 		go plainGo(ctx, pr, call)
 		return call
 	}
-	pc2 := &pendingCall{call: call}
-	id, _, err := c.submit(ctx, l, codec.KindCall, pc2, false)
-	if errors.Is(err, errFinished) {
+	pc2 := &lane.Pending{Call: call}
+	id, _, err := l.Submit(ctx, codec.KindCall, pc2, false)
+	if errors.Is(err, lane.ErrFinished) {
 		return call
 	}
 	if err != nil {
@@ -454,83 +353,16 @@ func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string
 		// The context ends the wait; no goroutine runs until it fires, and
 		// the watch is dropped when the call completes first.
 		stop := context.AfterFunc(ctx, func() {
-			if p := l.claim(id); p != nil {
+			if p := l.Claim(id); p != nil {
 				c.metrics.errTimeout.Inc(1)
-				l.finish(p, ctx.Err())
+				l.Finish(p, ctx.Err())
 			}
 		})
-		if !l.pending.watch(id, stop) {
+		if !l.Watch(id, stop) {
 			stop()
 		}
 	}
 	return call
-}
-
-// errFinished tells submit's caller that the lane completed the call
-// itself (see lane.fail): its result is on its Done channel.
-var errFinished = errors.New("rpcxbatch: call finished by its lane")
-
-// submit queues one entry on l, encoding its arguments unless deferArgs;
-// for calls it registers call and returns its id. A deferred entry is
-// returned to its caller, who must withdraw it when the call is over.
-func (c *Client) submit(ctx context.Context, l *lane, kind codec.Kind, pc *pendingCall, deferArgs bool) (uint64, *entry, error) {
-	call := pc.call
-	var id uint64
-	size := 0 // the entry's size, once it has been encoded
-	for {
-		est, err := l.admit(size, ctx.Done(), ctx.Err)
-		if err != nil {
-			return 0, nil, c.unregistered(l, kind, id, err)
-		}
-		var e *entry
-		if deferArgs {
-			e, err = c.newDeferredEntry(ctx, call.ServicePath, call.ServiceMethod, call.Args)
-		} else {
-			// Sized as known (this entry before, or the last one queued),
-			// not as the first guess (the whole queue).
-			e, err = c.newEntry(ctx, kind, call.ServicePath, call.ServiceMethod, call.Args, min(est, max(size, int(l.lastSize.Load()))))
-		}
-		if err != nil {
-			l.unreserve(est)
-			return 0, nil, c.unregistered(l, kind, id, err)
-		}
-		if kind == codec.KindCall {
-			if id == 0 {
-				id = l.register(pc)
-			}
-			e.ID = id
-		}
-		// Once queued, e belongs to the lane's writer (a deferred one is
-		// shared with the caller, see entry.argState).
-		err = l.enqueue(e, est, ctx.Done(), ctx.Err)
-		if errors.Is(err, errNoRoom) {
-			// Its payload is not held while waiting (admit.go).
-			size = e.size
-			putEntry(e)
-			if err = l.waitRoom(size, ctx.Done(), ctx.Err); err == nil {
-				continue
-			}
-		} else if err != nil {
-			putEntry(e)
-		}
-		if err != nil {
-			return 0, nil, c.unregistered(l, kind, id, err)
-		}
-		if !deferArgs {
-			e = nil
-		}
-		return id, e, nil
-	}
-}
-
-// unregistered ends a call that failed before its entry was queued: its
-// registration (id, when a call) is withdrawn, unless the lane's fail has
-// completed the call already (with its cause): errFinished then.
-func (c *Client) unregistered(l *lane, kind codec.Kind, id uint64, err error) error {
-	if kind == codec.KindCall && id != 0 && l.claim(id) == nil {
-		return errFinished
-	}
-	return err
 }
 
 // Call calls servicePath.serviceMethod at addr and waits for the reply, the
@@ -554,8 +386,8 @@ func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod stri
 	// goroutine then never grows its stack for the codec (a deep stack that
 	// the collector shrinks while the caller waits and the next call grows
 	// again: with 10,000 callers, a sixth of the CPU).
-	id, e, err := c.submit(ctx, l, codec.KindCall, &sc.pending, true)
-	if errors.Is(err, errFinished) {
+	id, e, err := l.Submit(ctx, codec.KindCall, &sc.pending, true)
+	if errors.Is(err, lane.ErrFinished) {
 		<-call.Done
 		c.woken.Add(-1)
 		err = call.Error
@@ -571,9 +403,9 @@ func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod stri
 	select {
 	case <-call.Done:
 	case <-ctx.Done():
-		if l.claim(id) != nil {
+		if l.Claim(id) != nil {
 			c.metrics.errTimeout.Inc(1)
-			e.withdraw()
+			e.Withdraw()
 			putSyncCall(sc)
 			return ctx.Err()
 		}
@@ -583,9 +415,9 @@ func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod stri
 	}
 	c.woken.Add(-1)
 	err = c.callResult(ctx, sc, reply)
-	copyResMetadata(ctx, call.ResMetadata, l.conn)
+	copyResMetadata(ctx, call.ResMetadata, l.Conn())
 	// Before returning: the writer must be done with args.
-	e.withdraw()
+	e.Withdraw()
 	// Whoever completed the call claimed it first, so nothing refers to it.
 	putSyncCall(sc)
 	return err
@@ -599,12 +431,12 @@ func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod stri
 //go:noinline
 func (c *Client) callResult(ctx context.Context, sc *syncCall, reply any) error {
 	err := sc.call.Error
-	if err == nil && sc.pending.undecoded {
+	if err == nil && sc.pending.Undecoded {
 		// raw is this call's own copy of the reply: the reply may keep it
 		// (rpcx's ByteCodec does), and then the next call must not reuse it.
-		err = decodeReply(nil, c.opts.SerializeType, sc.pending.raw, reply, true)
+		err = lane.DecodeReply(nil, c.opts.SerializeType, sc.pending.Raw, reply, true)
 		if fastcodec.MayAlias(c.opts.SerializeType) {
-			sc.pending.raw = nil
+			sc.pending.Raw = nil
 		}
 	}
 	if deadline, ok := ctx.Deadline(); err != nil && (ctx.Err() != nil || ok && !time.Now().Before(deadline)) {
@@ -647,14 +479,14 @@ func plainGo(ctx context.Context, pr plainRef, call *client.Call) {
 	case <-ctx.Done():
 		call.Error = ctx.Err()
 	}
-	deliver(call)
+	lane.Deliver(call)
 }
 
 // syncCall is what Call needs per call, pooled: Call owns it from submit
 // until it has received from Done.
 type syncCall struct {
 	call    client.Call
-	pending pendingCall
+	pending lane.Pending
 	done    chan *client.Call
 }
 
@@ -666,40 +498,19 @@ var syncCallPool = sync.Pool{New: func() any {
 func getSyncCall() *syncCall {
 	sc := syncCallPool.Get().(*syncCall)
 	sc.call.Done = sc.done
-	sc.pending.call = &sc.call
-	sc.pending.deferDecode = true
+	sc.pending.Call = &sc.call
+	sc.pending.DeferDecode = true
 	return sc
 }
 
 func putSyncCall(sc *syncCall) {
-	raw := sc.pending.raw
+	raw := sc.pending.Raw
 	sc.call = client.Call{}
-	sc.pending = pendingCall{}
+	sc.pending = lane.Pending{}
 	if cap(raw) <= 64<<10 {
-		sc.pending.raw = raw[:0] // keep a modest buffer for the next reply
+		sc.pending.Raw = raw[:0] // keep a modest buffer for the next reply
 	}
 	syncCallPool.Put(sc)
-}
-
-// decodeReply decodes an encoded reply with the client's codec. A codec
-// that panics on the server's bytes (a custom decoder, say) fails only
-// this call.
-// A caller decoding its own reply passes a nil fc. The reply never
-// aliases raw, which the lane reuses, unless own says raw is the call's
-// alone: then the reply may keep it (see fastcodec.MayAlias).
-func decodeReply(fc *fastcodec.Codec, st protocol.SerializeType, raw []byte, reply any, own bool) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: decoding the reply panicked: %v", ErrDecode, r)
-		}
-	}()
-	switch {
-	case own:
-		return fastcodec.DecodeShared(st, raw, reply)
-	case fc != nil:
-		return fc.Decode(st, raw, reply)
-	}
-	return fastcodec.Decode(st, raw, reply)
 }
 
 // Cast runs servicePath.serviceMethod at addr without waiting for, or
@@ -718,7 +529,7 @@ func (c *Client) Cast(ctx context.Context, addr, servicePath, serviceMethod stri
 		pr.done()
 		return err
 	}
-	_, _, err = c.submit(ctx, l, codec.KindCast, &pendingCall{call: &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args}}, false)
+	_, _, err = l.Submit(ctx, codec.KindCast, &lane.Pending{Call: &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args}}, false)
 	return err
 }
 
@@ -740,6 +551,6 @@ func (c *Client) Send(ctx context.Context, addr, handler string, payload []byte)
 		}
 		return fmt.Errorf("%w: %s", ErrNotBatchPeer, addr)
 	}
-	_, _, err = c.submit(ctx, l, codec.KindSend, &pendingCall{call: &client.Call{ServicePath: handler, Args: payload}}, false)
+	_, _, err = l.Submit(ctx, codec.KindSend, &lane.Pending{Call: &client.Call{ServicePath: handler, Args: payload}}, false)
 	return err
 }

@@ -1,13 +1,12 @@
 package batchclient
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/rpcxbatch/rpcxbatch/codec"
+	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
 )
 
 // ErrDraining is returned for an entry the client did not write because
@@ -16,7 +15,7 @@ import (
 // the call on another server (and Failtry on the same one, once it is
 // back); a caller of Client itself should do the same. Calls written
 // before the server began to drain get their replies.
-var ErrDraining = errors.New("rpcxbatch: the batch peer is shutting down and did not run this entry; retry it on another server")
+var ErrDraining = lane.ErrDraining
 
 // Draining. A server that begins a graceful shutdown sends a drain notice
 // (codec.MethodDrain) on every connection and reads no more from them; it
@@ -28,97 +27,28 @@ var ErrDraining = errors.New("rpcxbatch: the batch peer is shutting down and did
 // takes new calls off the pool at once (ErrPeerDown wrapping ErrDraining),
 // waits for the pool to drain, and reconnects.
 
-// onDrainNotice handles a drain notice read from the server.
-func (l *lane) onDrainNotice(payload []byte) error {
-	inc, err := codec.DecodeDrain(payload)
-	if err != nil {
-		return err
-	}
-	if inc == l.hs.Incarnation {
-		l.drain()
-	}
-	return nil
-}
-
-// drain stops the lane's writing for good: queued entries fail with
-// ErrDraining, and so do later ones. Calls already written stay pending.
-func (l *lane) drain() {
-	l.qmu.Lock()
-	if l.deadErr != nil || l.drainErr != nil {
-		l.qmu.Unlock()
-		return
-	}
-	// Before any entry fails: their callers' retries must already find the
-	// server out of selection (see skipDraining).
-	l.cfg.OnDrain(l.addr)
-	err := fmt.Errorf("%w: %s", ErrDraining, l.addr)
-	l.drainErr = err
-	queued := l.queue
-	l.queue, l.qBytes = nil, 0
-	l.qLen.Store(0)
-	l.qBytesNow.Store(0)
-	// Callers waiting for room see the error now.
-	l.wakeLocked()
-	l.qmu.Unlock()
-	l.draining.Store(true)
-	l.cfg.Metrics.errDrain.Inc(int64(len(queued)))
-	l.failQueued(queued, err)
-	select {
-	case l.down <- struct{}{}:
-	default:
-	}
-	l.checkDrained()
-}
-
-// checkDrained closes l.drained once a draining lane has no call left
-// waiting for its reply.
-func (l *lane) checkDrained() {
-	if !l.draining.Load() {
-		return
-	}
-	if l.pending.empty() {
-		l.drainedOnce.Do(func() { close(l.drained) })
-	}
-}
-
-// failQueued completes the queued entries of a lane that stopped writing:
-// calls with err, casts and sends are dropped.
-func (l *lane) failQueued(queued []*entry, err error) {
-	for _, e := range queued {
-		deferred := e.deferred // e is its caller's once the call is finished
-		if e.Kind == codec.KindCall {
-			if call := l.claim(e.ID); call != nil {
-				l.finish(call, err)
-			}
-		}
-		if !deferred {
-			putEntry(e)
-		}
-	}
-}
-
 // drainPool is the peer's part of a drain: new calls fail over at once,
 // the calls written to the pool get their replies, then the pool is closed
 // and the manager reconnects. It reports false on Stop.
-func (p *peer) drainPool(lanes []*lane) bool {
+func (p *peer) drainPool(lanes []*lane.Lane) bool {
 	p.c.drains.mark(p.key)
 	p.setState(stateDown, nil, fmt.Errorf("%w: %s", ErrDraining, p.addr))
 	for _, l := range lanes {
-		l.drain()
+		l.Drain()
 	}
 	for _, l := range lanes {
 		select {
-		case <-l.dead:
-		case <-l.drained:
+		case <-l.Dead():
+		case <-l.Drained():
 		case <-p.stop:
 			for _, l := range lanes {
-				l.close(ErrStopped)
+				l.Close(ErrStopped)
 			}
 			return false
 		}
 	}
 	for _, l := range lanes {
-		l.close(fmt.Errorf("%w: %s", ErrDraining, p.addr))
+		l.Close(fmt.Errorf("%w: %s", ErrDraining, p.addr))
 	}
 	return true
 }

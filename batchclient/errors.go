@@ -2,21 +2,26 @@ package batchclient
 
 import (
 	"errors"
+
+	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
 )
 
+// The errors a lane makes are declared by package lane, and are the
+// same values here (errors.Is holds either way); their documentation is
+// this package's.
 var (
 	// ErrOverloaded is returned in OverflowFailFast mode when the chosen
 	// lane's queue is full (by entries or bytes). Back off, or raise
 	// QueueEntries/QueueBytes, or switch to OverflowBlock.
-	ErrOverloaded = errors.New("rpcxbatch: lane queue is full; back off or raise the queue limits")
+	ErrOverloaded = lane.ErrOverloaded
 	// ErrConnection wraps the cause when a lane's connection was lost while
 	// an entry was queued or a call was waiting for its reply. The server may
 	// or may not have run a call that fails with it.
-	ErrConnection = errors.New("rpcxbatch: connection to the batch peer lost")
+	ErrConnection = lane.ErrConnection
 	// ErrHeartbeat is the cause (inside ErrConnection) when the peer sent
 	// nothing, not even a heartbeat reply, for HeartbeatTimeout: it is frozen
 	// or the path to it is.
-	ErrHeartbeat = errors.New("rpcxbatch: peer missed its heartbeats")
+	ErrHeartbeat = lane.ErrHeartbeat
 	// ErrPeerDown is returned without sending when the last attempt to
 	// connect to the address failed; the client retries in the background.
 	// It wraps the connect error.
@@ -30,13 +35,13 @@ var (
 	ErrStopped = errors.New("rpcxbatch: connection stopped by Stop")
 	// ErrTooLarge is returned for an entry bigger than the frame byte cap
 	// (the smaller of the client's and the server's MaxFrameBytes).
-	ErrTooLarge = errors.New("rpcxbatch: entry exceeds the frame byte cap; send a smaller payload or raise MaxFrameBytes on both sides")
+	ErrTooLarge = lane.ErrTooLarge
 	// ErrUnsupportedCodec is returned for a serialize type rpcx has no codec for.
-	ErrUnsupportedCodec = errors.New("rpcxbatch: no rpcx codec for this serialize type")
+	ErrUnsupportedCodec = lane.ErrUnsupportedCodec
 	// ErrEncode wraps an error or a panic of the codec while it encoded a
 	// call's arguments; the call was not sent.
-	ErrEncode = errors.New("rpcxbatch: cannot encode the arguments; check that the codec supports their type")
+	ErrEncode = lane.ErrEncode
 	// ErrDecode wraps a panic in the codec while it decoded a reply; the
 	// reply value's type does not match what the server sent.
-	ErrDecode = errors.New("rpcxbatch: cannot decode the reply; check that the reply type matches the server's")
+	ErrDecode = lane.ErrDecode
 )

@@ -6,9 +6,6 @@ import (
 	"github.com/smallnest/rpcx/client"
 )
 
-// UnreadBytes exposes unreadBytes to the external tests.
-var UnreadBytes = unreadBytes
-
 // PlainClientBroken reports whether the plain rpcx client the peer of addr
 // holds has noticed that its connection is gone. rpcx's Client races with
 // itself when a call is made on a connection that is closing and not yet
@@ -38,10 +35,9 @@ func RoomWaiters(c *Client, addr string) (waiters, queued int) {
 		return 0, 0
 	}
 	for _, l := range p.view.Load().lanes {
-		l.qmu.Lock()
-		waiters += l.waiting
-		queued += len(l.queue)
-		l.qmu.Unlock()
+		w, q := l.Waiters()
+		waiters += w
+		queued += q
 	}
 	return waiters, queued
 }
@@ -62,35 +58,7 @@ func BytesInFlight(c *Client, addr string) int64 {
 	}
 	var n int64
 	for _, l := range p.view.Load().lanes {
-		n += l.bytesInFlight()
+		n += l.BytesInFlight()
 	}
 	return n
 }
-
-// ByteWindowFit is how many entries of the given encoded sizes a lane's
-// writer sends now as one frame, with a byte window of limit (0: none)
-// and inflight bytes unanswered, under a frame cap of frameBytes.
-func ByteWindowFit(limit, inflight int64, frameBytes int, sizes ...int) int {
-	w := byteWindow{limit: limit}
-	w.inflight.Store(inflight)
-	out := make([]*entry, len(sizes))
-	for i, s := range sizes {
-		out[i] = &entry{size: s}
-	}
-	return w.fit(out, frameBytes)
-}
-
-// ByteWindowWriterWaits reports whether a lane's writer, holding one Call
-// entry whose arguments it has not encoded yet (the byte window was full
-// when it looked), waits for a credit, with a byte window of limit and
-// inflight bytes unanswered now.
-func ByteWindowWriterWaits(limit, inflight int64) bool {
-	l := &lane{frameBytes: 1 << 20, bw: byteWindow{limit: limit}}
-	l.bw.inflight.Store(inflight)
-	e := &entry{deferred: true, size: 100}
-	n, again := l.fitWindow([]*entry{e})
-	return n == 0 && !again && l.bw.stalled.Load()
-}
-
-// MaxBatchHeader is the most bytes a batch frame's header takes.
-const MaxBatchHeader = maxBatchHeader

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 	"time"
+
+	"github.com/rpcxbatch/rpcxbatch/codec"
 )
 
 // handshakeConn bounds a lane's handshake on conn, which rpcx's server
@@ -58,4 +60,14 @@ func (hc *handshakeConn) Read(b []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// readTimeoutOf returns the server read timeout a handshake response's
+// metadata announces (codec.MetaReadTimeout), or 0.
+func readTimeoutOf(meta map[string]string) time.Duration {
+	d, err := time.ParseDuration(meta[codec.MetaReadTimeout])
+	if err != nil || d < 0 {
+		return 0
+	}
+	return d
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/smallnest/rpcx/protocol"
 	"github.com/smallnest/rpcx/share"
 
+	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
 	"github.com/rpcxbatch/rpcxbatch/codec"
 )
 
@@ -126,7 +127,7 @@ type peer struct {
 // peerView is one state of a peer: what pick and info read.
 type peerView struct {
 	state peerState
-	lanes []*lane
+	lanes []*lane.Lane
 	err   error
 	// changed is closed when this view is replaced.
 	changed chan struct{}
@@ -144,7 +145,7 @@ func newPeer(c *Client, key, network, addr string) *peer {
 }
 
 // setState publishes a new view; only the manager goroutine calls it.
-func (p *peer) setState(s peerState, lanes []*lane, err error) {
+func (p *peer) setState(s peerState, lanes []*lane.Lane, err error) {
 	old := p.view.Swap(&peerView{state: s, lanes: lanes, err: err, changed: make(chan struct{})})
 	close(old.changed)
 	if s != stateDown && s != stateConnecting {
@@ -224,12 +225,12 @@ func (p *peer) run() {
 		}
 
 		dead := p.watch(lanes)
-		if dead != nil && dead.draining.Load() {
+		if dead != nil && dead.Draining() {
 			// The server is shutting down gracefully (see drain.go).
 			drained := p.drainPool(lanes)
 			// rpcx's client tells its server-message channel when its
 			// connection ends, and a graceful Shutdown ends it.
-			p.c.pushLost(p.key, lanes[0].conn.RemoteAddr(), fmt.Errorf("%w: %s shut down gracefully", ErrConnection, p.addr))
+			p.c.pushLost(p.key, lanes[0].Conn().RemoteAddr(), fmt.Errorf("%w: %s shut down gracefully", ErrConnection, p.addr))
 			if !drained {
 				p.setState(stateStopped, nil, ErrStopped)
 				return
@@ -243,13 +244,13 @@ func (p *peer) run() {
 		// other lanes' calls fail with the dead lane's cause.
 		why := p.c.stopCause()
 		if dead != nil {
-			why = dead.deadErr
+			why = dead.Err()
 		}
 		p.setState(stateConnecting, nil, nil)
 		for _, l := range lanes {
-			l.close(why)
+			l.Close(why)
 		}
-		p.c.pushLost(p.key, lanes[0].conn.RemoteAddr(), why)
+		p.c.pushLost(p.key, lanes[0].Conn().RemoteAddr(), why)
 		if dead == nil {
 			p.setState(stateStopped, nil, ErrStopped)
 			return
@@ -261,17 +262,17 @@ func (p *peer) run() {
 // returns it, or for Stop (nil). Notices left over from lanes of an
 // earlier pool are recognised and skipped: only a lane of this pool
 // counts.
-func (p *peer) watch(lanes []*lane) *lane {
+func (p *peer) watch(lanes []*lane.Lane) *lane.Lane {
 	for {
 		select {
 		case <-p.laneDown:
 			for _, l := range lanes {
 				select {
-				case <-l.dead:
+				case <-l.Dead():
 					return l
 				default:
 				}
-				if l.draining.Load() {
+				if l.Draining() {
 					return l
 				}
 			}
@@ -282,7 +283,7 @@ func (p *peer) watch(lanes []*lane) *lane {
 }
 
 // connect dials and handshakes the whole lane pool.
-func (p *peer) connect() ([]*lane, error) {
+func (p *peer) connect() ([]*lane.Lane, error) {
 	conn, hs, err := p.dial()
 	if err != nil {
 		return nil, err
@@ -291,7 +292,8 @@ func (p *peer) connect() ([]*lane, error) {
 	if n == 0 {
 		n = hs.PoolSize
 	}
-	lanes := []*lane{newLane(p.c.laneConfig(p.key), p.key, conn, hs, p.laneDown)}
+	cfg := p.c.laneConfig(p.key, p.laneDown)
+	lanes := []*lane.Lane{lane.New(cfg, p.key, conn, hs)}
 	for len(lanes) < n {
 		conn, hs2, err := p.dial()
 		if err == nil && hs2.Incarnation != hs.Incarnation {
@@ -300,11 +302,11 @@ func (p *peer) connect() ([]*lane, error) {
 		}
 		if err != nil {
 			for _, l := range lanes {
-				l.close(err)
+				l.Close(err)
 			}
 			return nil, err
 		}
-		lanes = append(lanes, newLane(p.c.laneConfig(p.key), p.key, conn, hs2, p.laneDown))
+		lanes = append(lanes, lane.New(cfg, p.key, conn, hs2))
 	}
 	return lanes, nil
 }
@@ -389,7 +391,7 @@ func handshake(conn net.Conn, auth string, maxBytes int, ct protocol.CompressTyp
 			if strings.Contains(text, "can't find service") {
 				return codec.Handshake{}, errNoBatchService
 			}
-			return codec.Handshake{}, serviceError(text)
+			return codec.Handshake{}, lane.ServiceError(text)
 		}
 		hs, err := codec.DecodeHandshake(msg.Payload)
 		hs.ReadTimeout = readTimeoutOf(msg.Metadata)
@@ -400,7 +402,7 @@ func handshake(conn net.Conn, auth string, maxBytes int, ct protocol.CompressTyp
 
 // pick returns a lane for the call, or the plain client (in use until its
 // done) when the peer is plain, waiting while the pool is being (re)built.
-func (p *peer) pick(ctx context.Context, key string, hasKey bool) (*lane, plainRef, error) {
+func (p *peer) pick(ctx context.Context, key string, hasKey bool) (*lane.Lane, plainRef, error) {
 	for {
 		v := p.view.Load()
 		lanes, err := v.lanes, v.err
@@ -535,7 +537,7 @@ func (p *peer) info() Info {
 	v := p.view.Load()
 	switch v.state {
 	case stateBatch:
-		return Info{Status: Connected, Lanes: len(v.lanes), Incarnation: v.lanes[0].hs.Incarnation}
+		return Info{Status: Connected, Lanes: len(v.lanes), Incarnation: v.lanes[0].Handshake().Incarnation}
 	case statePlain:
 		return Info{Status: Down, Plain: true}
 	case stateStopped:

@@ -121,14 +121,6 @@ func (c *Client) newPlainClient(addr string) *client.Client {
 	return pc
 }
 
-// isPush reports whether msg is a server-pushed message for the user, by
-// rpcx's test (a oneway request that is not a heartbeat), leaving out the
-// plugin's own messages.
-func isPush(msg *codec.Message) bool {
-	h := &msg.Header
-	return h.MessageType() == protocol.Request && h.IsOneway() && !h.IsHeartbeat() && msg.ServicePath != codec.ServicePath
-}
-
 // pushed delivers a message the server at addr pushed on a lane (the
 // lane's OnPush); a delivery that waits for room gives up when stop, the
 // lane's death, closes.

@@ -196,34 +196,6 @@ func TestDownPeerForgotten(t *testing.T) {
 	assert.Equal(t, batchclient.Connected, c.Info(addr).Status)
 }
 
-// unreadBytes tells bytes the peer sent that nobody has read yet: the
-// heartbeat uses it not to call a peer frozen when this process was only
-// too busy to read.
-func TestUnreadBytesSeesPendingData(t *testing.T) {
-	a, b := tcpPair(t)
-	require.Zero(t, batchclient.UnreadBytes(a))
-	_, err := b.Write([]byte("hello"))
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { return batchclient.UnreadBytes(a) == 5 }, 2*time.Second, time.Millisecond)
-}
-
-func tcpPair(t *testing.T) (net.Conn, net.Conn) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	require.NoError(t, err)
-	b := <-accepted
-	require.NotNil(t, b)
-	t.Cleanup(func() { a.Close(); b.Close() })
-	return a, b
-}
-
 // A reply larger than the frames this client reads fails only its own call,
 // with the reason; the lanes stay up.
 func TestReplyLargerThanClientCap(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"net"
 	"sync"
 
-	"github.com/smallnest/rpcx/protocol"
 	"github.com/smallnest/rpcx/share"
 )
 
@@ -45,17 +44,4 @@ func copyResMetadata(ctx context.Context, res map[string]string, conn net.Conn) 
 		m[k] = v
 	}
 	m[share.ServerAddress] = conn.RemoteAddr().String()
-}
-
-// withServiceError is the response metadata rpcx's client sees for a
-// failed call: the server's metadata plus the error text under
-// protocol.ServiceError, which rpcx's server puts there before the
-// handler's keys (so the error wins over a handler key of that name).
-// md is the reply's own map (decoded for this reply alone), or nil.
-func withServiceError(md map[string]string, text string) map[string]string {
-	if md == nil {
-		md = make(map[string]string, 1)
-	}
-	md[protocol.ServiceError] = text
-	return md
 }

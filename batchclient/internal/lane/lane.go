@@ -1,4 +1,4 @@
-package batchclient
+package lane
 
 import (
 	"bufio"
@@ -77,9 +77,9 @@ const maxKeptPayload = 4 << 10
 // (the only path to the socket) and one reader goroutine. Callers put
 // entries on its queue; the writer ships whatever is queued the moment it
 // has anything, as one frame with one write.
-type lane struct {
-	cfg  laneConfig // what the lane reads from its client (laneconfig.go)
-	addr string     // the address as the client's table knows it
+type Lane struct {
+	cfg  Config // what the lane reads from its client (laneconfig.go)
+	addr string // the address as the client's table knows it
 	conn net.Conn
 	hs   codec.Handshake
 	// caps are the client's, lowered to the server's.
@@ -119,9 +119,8 @@ type lane struct {
 
 	pending pendingTable // calls waiting for their replies (pending.go)
 
-	down     chan<- struct{} // told, without blocking, when the lane fails or drains
-	lastRecv atomic.Int64    // unix nanos of the last bytes read
-	lastSent atomic.Int64    // unix nanos of the last complete write
+	lastRecv atomic.Int64 // unix nanos of the last bytes read
+	lastSent atomic.Int64 // unix nanos of the last complete write
 	// owedSince, owedWritten: see liveness.go.
 	owedSince, owedWritten atomic.Int64
 	wg                     sync.WaitGroup
@@ -135,9 +134,12 @@ type lane struct {
 	drainedOnce sync.Once
 }
 
-func newLane(cfg laneConfig, addr string, conn net.Conn, hs codec.Handshake, down chan<- struct{}) *lane {
-	l := &lane{
-		cfg: cfg, addr: addr, conn: conn, hs: hs, down: down,
+// New starts a lane on conn, a connection to addr that has passed the
+// handshake hs: its writer and reader goroutines run until the lane
+// fails (Close, or the connection's loss).
+func New(cfg Config, addr string, conn net.Conn, hs codec.Handshake) *Lane {
+	l := &Lane{
+		cfg: cfg, addr: addr, conn: conn, hs: hs,
 		batchCap:   min(cfg.BatchCap, hs.BatchCap),
 		frameBytes: min(cfg.MaxFrameBytes, hs.MaxFrameBytes),
 		window:     hs.Window,
@@ -158,7 +160,7 @@ func newLane(cfg laneConfig, addr string, conn net.Conn, hs codec.Handshake, dow
 
 // fail closes the lane once: the connection is closed (which ends the
 // reader), the writer stops, and every queued or pending call gets err.
-func (l *lane) fail(err error) {
+func (l *Lane) fail(err error) {
 	l.qmu.Lock()
 	select {
 	case <-l.dead:
@@ -169,7 +171,7 @@ func (l *lane) fail(err error) {
 	l.deadErr = err
 	close(l.dead)
 	select {
-	case l.down <- struct{}{}:
+	case l.cfg.Down <- struct{}{}:
 	default:
 	}
 	queued := l.queue
@@ -179,61 +181,99 @@ func (l *lane) fail(err error) {
 	l.qmu.Unlock()
 	l.conn.Close()
 
-	l.cfg.Metrics.errConn.Inc(int64(len(queued)))
+	l.cfg.Metrics.ErrConn.Inc(int64(len(queued)))
 	l.failQueued(queued, err)
 	pending := l.pending.takeAll()
-	l.cfg.Metrics.errConn.Inc(int64(len(pending)))
+	l.cfg.Metrics.ErrConn.Inc(int64(len(pending)))
 	for _, call := range pending {
-		l.finish(call, err)
+		l.Finish(call, err)
 	}
 }
 
-// close fails the lane with err and waits for its goroutines to end.
-func (l *lane) close(err error) {
+// Close fails the lane with err (its queued and pending calls get err)
+// and waits for its goroutines to end.
+func (l *Lane) Close(err error) {
 	l.fail(err)
 	l.wg.Wait()
 }
 
-// pendingCall is a call waiting for its reply. stopWatch, when set,
-// unregisters the context watch of a call made with Go.
-type pendingCall struct {
-	call      *client.Call
+// Conn is the lane's connection.
+func (l *Lane) Conn() net.Conn { return l.conn }
+
+// Handshake is what the server answered the lane's handshake.
+func (l *Lane) Handshake() codec.Handshake { return l.hs }
+
+// Dead is closed when the lane has failed; Err then says why.
+func (l *Lane) Dead() <-chan struct{} { return l.dead }
+
+// Err is the error the lane failed with, nil while it lives.
+func (l *Lane) Err() error {
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	return l.deadErr
+}
+
+// Draining reports whether the server told the lane it shuts down.
+func (l *Lane) Draining() bool { return l.draining.Load() }
+
+// Drained is closed once a draining lane has no call left waiting for
+// its reply.
+func (l *Lane) Drained() <-chan struct{} { return l.drained }
+
+// Waiters reports the callers waiting for room in the queue and the
+// entries queued, for tests and diagnostics.
+func (l *Lane) Waiters() (waiting, queued int) {
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	return l.waiting, len(l.queue)
+}
+
+// Pending is a call waiting for its reply.
+type Pending struct {
+	// Call is the rpcx call: its service, method and arguments go out,
+	// its Reply, Error and ResMetadata come back, and it is sent on its
+	// Done channel when it completes.
+	Call *client.Call
+	// stopWatch, when set (Watch), unregisters the context watch of a
+	// call made with Go.
 	stopWatch func() bool
-	// deferDecode says the caller waits for the call and can decode the
+	// DeferDecode says the caller waits for the call and can decode the
 	// reply itself (Call does). The reader then decodes only small replies,
 	// whose bytes it has just read and which take it a moment; a larger
-	// one it copies into raw and sets undecoded, and the caller decodes it
+	// one it copies into Raw and sets Undecoded, and the caller decodes it
 	// on its own goroutine, so one big reply does not hold up the lane's
 	// other replies.
-	deferDecode bool
-	undecoded   bool
-	raw         []byte
+	DeferDecode bool
+	Undecoded   bool
+	Raw         []byte
 }
 
 // maxReaderDecode is the largest reply the reader decodes itself for a
-// caller that could decode it (see pendingCall.deferDecode).
+// caller that could decode it (see Pending.DeferDecode).
 const maxReaderDecode = 4 << 10
 
-func (l *lane) finish(pc *pendingCall, err error) {
+// Finish completes pc, a call claimed from the lane, with err: its watch
+// is stopped and it is sent on its Done channel.
+func (l *Lane) Finish(pc *Pending, err error) {
 	if pc.stopWatch != nil {
 		pc.stopWatch()
 	}
-	call := pc.call
+	call := pc.Call
 	call.Error = err
-	if pc.deferDecode {
+	if pc.DeferDecode {
 		// A caller of Call is about to run (see Client.woken); counted
 		// before it can be, so the count never goes below zero.
 		l.cfg.Woken.Add(1)
 	}
-	if !deliver(call) && pc.deferDecode {
+	if !Deliver(call) && pc.DeferDecode {
 		l.cfg.Woken.Add(-1)
 	}
 }
 
-// deliver sends a completed call on its Done channel and reports whether
+// Deliver sends a completed call on its Done channel and reports whether
 // it had room. rpcx's rule: a Done channel with no room is the caller's
 // bug, and rpcx says so in the same words.
-func deliver(call *client.Call) bool {
+func Deliver(call *client.Call) bool {
 	select {
 	case call.Done <- call:
 		return true
@@ -244,20 +284,21 @@ func deliver(call *client.Call) bool {
 }
 
 // register gives call an id and records it as pending.
-func (l *lane) register(call *pendingCall) uint64 {
+func (l *Lane) register(call *Pending) uint64 {
 	return l.pending.register(call)
 }
 
-// claim removes and returns the pending call with id, or nil when it has
-// already been claimed (by its reply, a cancel, or fail).
-func (l *lane) claim(id uint64) *pendingCall {
+// Claim removes and returns the pending call with id, or nil when it has
+// already been claimed (by its reply, a cancel, or fail). Whoever claims
+// a call completes it (Finish).
+func (l *Lane) Claim(id uint64) *Pending {
 	call := l.pending.claim(id)
 	l.checkDrained()
 	return call
 }
 
 // wakeLocked wakes every caller waiting for room; they check again.
-func (l *lane) wakeLocked() {
+func (l *Lane) wakeLocked() {
 	close(l.room)
 	l.room = make(chan struct{})
 }
@@ -266,7 +307,7 @@ func (l *lane) wakeLocked() {
 // of size bytes (an entry larger than QueueBytes fits an empty queue); or
 // it fails with qmu released: the lane's error, ErrOverloaded (fail-fast
 // policy), or the context's error (block policy).
-func (l *lane) roomLocked(size int, done <-chan struct{}, ctxErr func() error) error {
+func (l *Lane) roomLocked(size int, done <-chan struct{}, ctxErr func() error) error {
 	const own = 0 // the caller holds no place
 	for {
 		select {
@@ -283,9 +324,9 @@ func (l *lane) roomLocked(size int, done <-chan struct{}, ctxErr func() error) e
 		if l.hasRoomLocked(size, own) {
 			return nil
 		}
-		if l.cfg.Overflow == OverflowFailFast {
+		if l.cfg.FailFast {
 			l.qmu.Unlock()
-			l.cfg.Metrics.errOverload.Inc(1)
+			l.cfg.Metrics.ErrOverload.Inc(1)
 			return ErrOverloaded
 		}
 		room := l.room
@@ -305,15 +346,15 @@ func (l *lane) roomLocked(size int, done <-chan struct{}, ctxErr func() error) e
 	}
 }
 
-func (l *lane) queued() int { return int(l.qLen.Load()) }
+func (l *Lane) queued() int { return int(l.qLen.Load()) }
 
 // wokenCallers is the client's count of woken callers, as settle.Settle
 // reads it.
-func (l *lane) wokenCallers() int { return int(l.cfg.Woken.Load()) }
+func (l *Lane) wokenCallers() int { return int(l.cfg.Woken.Load()) }
 
 // release gives n places of the window back (answers and credits from the
 // server) and wakes the writer if the window had stopped it.
-func (l *lane) release(n int) {
+func (l *Lane) release(n int) {
 	l.qmu.Lock()
 	stalled := l.unfinished >= l.window && len(l.queue) > 0
 	l.unfinished = max(0, l.unfinished-n)
@@ -329,7 +370,7 @@ func (l *lane) release(n int) {
 // take removes from the queue what fits one frame: at least one entry (when
 // the window has room), at most batchCap, within frameBytes. It appends
 // them to dst[:0], the writer's reused slice.
-func (l *lane) take(dst []*entry) []*entry {
+func (l *Lane) take(dst []*entry) []*entry {
 	l.qmu.Lock()
 	defer l.qmu.Unlock()
 	l.writtenLocked()
@@ -360,14 +401,14 @@ func (l *lane) take(dst []*entry) []*entry {
 	l.inWrite = size
 	l.qBytesNow.Store(int64(l.qBytes + l.inWrite))
 	l.unfinished += n
-	l.cfg.Metrics.queueDepth.Update(int64(rest))
+	l.cfg.Metrics.QueueDepth.Update(int64(rest))
 	if full {
 		l.wakeLocked()
 	}
 	return batch
 }
 
-func (l *lane) writeLoop() {
+func (l *Lane) writeLoop() {
 	defer l.wg.Done()
 	var pad stackpad.Pad // see stackpad: no shrink and regrow between frames
 	stackpad.Touch(&pad)
@@ -437,7 +478,7 @@ func (l *lane) writeLoop() {
 // batch without those not to be sent: withdrawn by their callers, or
 // failed to encode (their calls fail here). Their places in the window go
 // back.
-func (l *lane) encodeDeferred(batch []*entry, fc *fastcodec.Codec, budget int64) []*entry {
+func (l *Lane) encodeDeferred(batch []*entry, fc *fastcodec.Codec, budget int64) []*entry {
 	kept, dropped := batch[:0], 0
 	for _, e := range batch {
 		if !e.deferred || budget <= 0 {
@@ -465,9 +506,9 @@ func (l *lane) encodeDeferred(batch []*entry, fc *fastcodec.Codec, budget int64)
 		dropped++
 		id := e.ID
 		e.argState.Store(argsDone) // from here on e is its caller's
-		if pc := l.claim(id); pc != nil {
-			l.cfg.Metrics.errCodec.Inc(1)
-			l.finish(pc, err)
+		if pc := l.Claim(id); pc != nil {
+			l.cfg.Metrics.ErrCodec.Inc(1)
+			l.Finish(pc, err)
 		}
 	}
 	clear(batch[len(kept):])
@@ -478,7 +519,7 @@ func (l *lane) encodeDeferred(batch []*entry, fc *fastcodec.Codec, budget int64)
 }
 
 // encodeDeferredArgs encodes a deferred entry's arguments as its payload.
-func (l *lane) encodeDeferredArgs(e *entry, fc *fastcodec.Codec) error {
+func (l *Lane) encodeDeferredArgs(e *entry, fc *fastcodec.Codec) error {
 	payload, err := encodeArgs(fc, e.buf[:0], l.cfg.SerializeType, e.args)
 	if err != nil {
 		return err
@@ -494,7 +535,7 @@ func (l *lane) encodeDeferredArgs(e *entry, fc *fastcodec.Codec) error {
 
 // writeFrames writes batch with one Write, as one frame, or as several
 // when its deferred arguments turned out bigger than take counted them.
-func (l *lane) writeFrames(buf []byte, frameSeq *uint64, batch []*entry) ([]byte, error) {
+func (l *Lane) writeFrames(buf []byte, frameSeq *uint64, batch []*entry) ([]byte, error) {
 	for len(batch) > 0 {
 		n, size := 0, 0
 		for n < len(batch) {
@@ -513,7 +554,7 @@ func (l *lane) writeFrames(buf []byte, frameSeq *uint64, batch []*entry) ([]byte
 
 // appendFrame appends batch as one rpcx message and recycles its entries
 // (a deferred entry goes back to its caller instead).
-func (l *lane) appendFrame(buf []byte, frameSeq uint64, batch []*entry) []byte {
+func (l *Lane) appendFrame(buf []byte, frameSeq uint64, batch []*entry) []byte {
 	var h protocol.Header
 	h[0] = protocol.MagicNumber()
 	h.SetMessageType(protocol.Request)
@@ -552,8 +593,8 @@ func (l *lane) appendFrame(buf []byte, frameSeq uint64, batch []*entry) []byte {
 	codec.FinishMessage(buf, mark)
 	l.charge(len(buf) - start) // the payload, as the server reads it
 	buf = codec.CompressMessage(buf, mark, l.cfg.CompressType)
-	l.cfg.Metrics.frames.Inc(1)
-	l.cfg.Metrics.batchSize.Update(int64(len(batch)))
+	l.cfg.Metrics.Frames.Inc(1)
+	l.cfg.Metrics.BatchSize.Update(int64(len(batch)))
 	return buf
 }
 
@@ -562,7 +603,7 @@ func (l *lane) appendFrame(buf []byte, frameSeq uint64, batch []*entry) []byte {
 // heard from (replies, credits, heartbeats): a big frame to a busy peer may
 // take long; a frozen peer owes an answer past HeartbeatTimeout (see
 // liveness.go) and the write fails.
-func (l *lane) write(b []byte) error {
+func (l *Lane) write(b []byte) error {
 	for {
 		start := time.Now()
 		l.conn.SetWriteDeadline(start.Add(l.cfg.HeartbeatTimeout))
@@ -603,7 +644,7 @@ func (l *lane) write(b []byte) error {
 // sends an rpcx heartbeat when it was quiet for HeartbeatInterval, or when
 // the lane wrote nothing for long enough that the server's read timeout
 // would cut it (sendDue).
-func (l *lane) heartbeat(buf *[]byte) error {
+func (l *Lane) heartbeat(buf *[]byte) error {
 	if waited, frozen := l.frozenFor(); frozen {
 		return fmt.Errorf("%w: nothing heard for %v after a write it had to answer", ErrHeartbeat, waited.Round(time.Millisecond))
 	}
@@ -619,7 +660,7 @@ func (l *lane) heartbeat(buf *[]byte) error {
 	return l.write(*buf)
 }
 
-func (l *lane) readLoop() {
+func (l *Lane) readLoop() {
 	defer l.wg.Done()
 	var pad stackpad.Pad // see stackpad: no shrink and regrow between frames
 	stackpad.Touch(&pad)
@@ -628,7 +669,7 @@ func (l *lane) readLoop() {
 	var (
 		buf     []byte
 		replies []codec.Reply
-		pcs     []*pendingCall
+		pcs     []*Pending
 		fc      fastcodec.Codec // decodes the replies
 	)
 	for {
@@ -651,7 +692,7 @@ func (l *lane) readLoop() {
 			}
 			if inc != l.hs.Incarnation {
 				// Not this lane's server: never let it reach a call.
-				l.cfg.Metrics.errStale.Inc(1)
+				l.cfg.Metrics.ErrStale.Inc(1)
 				continue
 			}
 			pcs = l.pending.claimAll(replies, pcs)
@@ -693,31 +734,31 @@ func (l *lane) readLoop() {
 
 // complete hands one reply to its claimed call, decoding the result into
 // the call's reply value.
-func (l *lane) complete(rp *codec.Reply, pc *pendingCall, fc *fastcodec.Codec) {
-	call := pc.call
+func (l *Lane) complete(rp *codec.Reply, pc *Pending, fc *fastcodec.Codec) {
+	call := pc.Call
 	if rp.Metadata != nil {
 		call.ResMetadata = rp.Metadata
 	}
 	var err error
 	switch {
 	case rp.Status == codec.StatusError:
-		err = serviceError(rp.Error)
+		err = ServiceError(rp.Error)
 		call.ResMetadata = withServiceError(rp.Metadata, rp.Error)
-	case pc.deferDecode && len(rp.Payload) > maxReaderDecode:
-		pc.raw = append(pc.raw[:0], rp.Payload...)
-		pc.undecoded = true
+	case pc.DeferDecode && len(rp.Payload) > maxReaderDecode:
+		pc.Raw = append(pc.Raw[:0], rp.Payload...)
+		pc.Undecoded = true
 	case call.Reply != nil:
-		err = decodeReply(fc, l.cfg.SerializeType, rp.Payload, call.Reply, false)
+		err = DecodeReply(fc, l.cfg.SerializeType, rp.Payload, call.Reply, false)
 	}
 	if err != nil {
-		l.cfg.Metrics.errService.Inc(1)
+		l.cfg.Metrics.ErrService.Inc(1)
 	}
-	l.finish(pc, err)
+	l.Finish(pc, err)
 }
 
-// serviceError turns a server's error text into the error rpcx's own client
+// ServiceError turns a server's error text into the error rpcx's own client
 // would return for it, so callers see one error type on both paths.
-func serviceError(text string) error {
+func ServiceError(text string) error {
 	if client.ClientErrorFunc != nil {
 		res := protocol.NewMessage()
 		res.Metadata = map[string]string{protocol.ServiceError: text}
@@ -739,4 +780,25 @@ func putEntry(e *entry) {
 		e.buf = buf[:0]
 	}
 	entryPool.Put(e)
+}
+
+// isPush reports whether msg is a server-pushed message for the user, by
+// rpcx's test (a oneway request that is not a heartbeat), leaving out the
+// plugin's own messages.
+func isPush(msg *codec.Message) bool {
+	h := &msg.Header
+	return h.MessageType() == protocol.Request && h.IsOneway() && !h.IsHeartbeat() && msg.ServicePath != codec.ServicePath
+}
+
+// withServiceError is the response metadata rpcx's client sees for a
+// failed call: the server's metadata plus the error text under
+// protocol.ServiceError, which rpcx's server puts there before the
+// handler's keys (so the error wins over a handler key of that name).
+// md is the reply's own map (decoded for this reply alone), or nil.
+func withServiceError(md map[string]string, text string) map[string]string {
+	if md == nil {
+		md = make(map[string]string, 1)
+	}
+	md[protocol.ServiceError] = text
+	return md
 }

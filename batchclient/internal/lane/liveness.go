@@ -1,4 +1,4 @@
-package batchclient
+package lane
 
 import (
 	"time"
@@ -22,7 +22,7 @@ import (
 // nanos), has put bytes on the wire, or ran a whole attempt with the peer
 // taking none of its pending bytes. An older claim stays while the peer
 // has not spoken since it.
-func (l *lane) owe(start int64) {
+func (l *Lane) owe(start int64) {
 	for {
 		old := l.owedSince.Load()
 		if old != 0 && old > l.lastRecv.Load() {
@@ -37,12 +37,12 @@ func (l *lane) owe(start int64) {
 
 // heard records that the reader got bytes from the peer: it is alive, and
 // has answered whatever was owed so far.
-func (l *lane) heard() { l.lastRecv.Store(time.Now().UnixNano()) }
+func (l *Lane) heard() { l.lastRecv.Store(time.Now().UnixNano()) }
 
 // frozenFor reports how long the peer has owed an answer, and whether that
 // makes it frozen: more than HeartbeatTimeout, with no byte heard since the
 // write and none waiting unread.
-func (l *lane) frozenFor() (time.Duration, bool) {
+func (l *Lane) frozenFor() (time.Duration, bool) {
 	owed := l.owedSince.Load()
 	if owed == 0 || l.lastRecv.Load() >= owed {
 		return 0, false
@@ -57,7 +57,7 @@ func (l *lane) frozenFor() (time.Duration, bool) {
 // progressReader is the lane's connection as its reader reads it: every
 // read that returns bytes counts as the peer being heard from, even in the
 // middle of a frame that takes long to arrive.
-type progressReader struct{ l *lane }
+type progressReader struct{ l *Lane }
 
 func (r progressReader) Read(b []byte) (int, error) {
 	n, err := r.l.conn.Read(b)

@@ -1,4 +1,4 @@
-package batchclient
+package lane
 
 import (
 	"crypto/tls"

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package batchclient
+package lane
 
 import "net"
 

@@ -1,4 +1,4 @@
-package batchclient
+package lane
 
 import (
 	"math"
@@ -41,7 +41,7 @@ type byteWindow struct {
 // the window is full; a credit then wakes the writer. It returns 0 and
 // again when the first entry's arguments are still to be encoded and the
 // window has room for them now: the writer encodes and fits again.
-func (l *lane) fitWindow(out []*entry) (n int, again bool) {
+func (l *Lane) fitWindow(out []*entry) (n int, again bool) {
 	n = l.bw.fit(out, l.frameBytes)
 	if n > 0 || l.bw.limit == 0 {
 		return n, false
@@ -98,7 +98,7 @@ func (w *byteWindow) room() int64 {
 
 // charge counts a frame of size payload bytes, about to be written, as in
 // flight. Only the writer calls it.
-func (l *lane) charge(size int) {
+func (l *Lane) charge(size int) {
 	if l.bw.limit > 0 {
 		l.bw.inflight.Add(int64(size))
 	}
@@ -106,7 +106,7 @@ func (l *lane) charge(size int) {
 
 // releaseBytes takes n bytes the server handed back off those in flight,
 // and wakes the writer if it waits for them.
-func (l *lane) releaseBytes(n uint64) {
+func (l *Lane) releaseBytes(n uint64) {
 	if n == 0 || l.bw.limit == 0 {
 		return
 	}
@@ -119,17 +119,17 @@ func (l *lane) releaseBytes(n uint64) {
 	}
 }
 
-// bytesInFlight reports the bytes of frames the lane has written and the
+// BytesInFlight reports the bytes of frames the lane has written and the
 // server has not handed back.
-func (l *lane) bytesInFlight() int64 { return l.bw.inflight.Load() }
+func (l *Lane) BytesInFlight() int64 { return l.bw.inflight.Load() }
 
 // dropDraining fails what the writer holds back for the byte window once
 // the server has begun to drain: it reads no more, as for queued entries.
-func (l *lane) dropDraining(out []*entry) {
+func (l *Lane) dropDraining(out []*entry) {
 	l.qmu.Lock()
 	err := l.drainErr
 	l.qmu.Unlock()
-	l.cfg.Metrics.errDrain.Inc(int64(len(out)))
+	l.cfg.Metrics.ErrDrain.Inc(int64(len(out)))
 	l.failQueued(out, err)
 	clear(out)
 }

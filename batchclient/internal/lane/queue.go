@@ -1,4 +1,4 @@
-package batchclient
+package lane
 
 import (
 	"errors"
@@ -29,13 +29,13 @@ var errNoRoom = errors.New("rpcxbatch: no room in the queue for the entry")
 
 // bytesFit reports whether an entry of size bytes fits beside qb queued and
 // rb reserved bytes.
-func (l *lane) bytesFit(qb, rb int64, size int) bool {
+func (l *Lane) bytesFit(qb, rb int64, size int) bool {
 	return qb+rb+int64(size) <= int64(l.cfg.QueueBytes) || qb+rb == 0
 }
 
 // hasRoomLocked reports whether the queue has a place and bytes for an
 // entry of size bytes, own being the places the caller holds already.
-func (l *lane) hasRoomLocked(size, own int) bool {
+func (l *Lane) hasRoomLocked(size, own int) bool {
 	return len(l.queue)+int(l.reserved.Load())-own < l.cfg.QueueEntries &&
 		l.bytesFit(int64(l.qBytes+l.inWrite), l.resBytes.Load(), size)
 }
@@ -45,7 +45,7 @@ func (l *lane) hasRoomLocked(size, own int) bool {
 // guess) and returns est, which the caller hands to enqueue or unreserve.
 // A caller that would find the queue full fails, or waits, without
 // allocating its payload.
-func (l *lane) admit(size int, done <-chan struct{}, ctxErr func() error) (int, error) {
+func (l *Lane) admit(size int, done <-chan struct{}, ctxErr func() error) (int, error) {
 	est := l.guess(size)
 	// Lock-free while there is room, as there almost always is: the bytes
 	// first, then the place, each by compare-and-swap.
@@ -90,7 +90,7 @@ slow:
 // guess is the bytes to reserve for an entry of size bytes (0: not
 // encoded yet): the size of the entry last queued, or, before any, the
 // whole queue, so that the first callers do not all encode at once.
-func (l *lane) guess(size int) int {
+func (l *Lane) guess(size int) int {
 	if g := max(size, int(l.lastSize.Load())); g > 0 {
 		return g
 	}
@@ -98,7 +98,7 @@ func (l *lane) guess(size int) int {
 }
 
 // unreserve gives back a place and the est bytes admit reserved.
-func (l *lane) unreserve(est int) {
+func (l *Lane) unreserve(est int) {
 	l.qmu.Lock()
 	l.reserved.Add(-1)
 	l.resBytes.Add(-int64(est))
@@ -109,7 +109,7 @@ func (l *lane) unreserve(est int) {
 // enqueue puts e on the queue in the place admit reserved (with est
 // bytes), applying the overflow policy. Under OverflowBlock an entry that
 // does not fit is not waited with: errNoRoom, and the caller drops it.
-func (l *lane) enqueue(e *entry, est int, done <-chan struct{}, ctxErr func() error) error {
+func (l *Lane) enqueue(e *entry, est int, done <-chan struct{}, ctxErr func() error) error {
 	l.qmu.Lock()
 	l.resBytes.Add(-int64(est))
 	if e.size > l.frameBytes {
@@ -120,7 +120,7 @@ func (l *lane) enqueue(e *entry, est int, done <-chan struct{}, ctxErr func() er
 	}
 	if l.deadErr != nil || l.drainErr != nil || !l.hasRoomLocked(e.size, 1) {
 		l.reserved.Add(-1)
-		if l.deadErr == nil && l.drainErr == nil && l.cfg.Overflow == OverflowBlock {
+		if l.deadErr == nil && l.drainErr == nil && !l.cfg.FailFast {
 			l.wakeLocked()
 			l.qmu.Unlock()
 			return errNoRoom
@@ -156,7 +156,7 @@ func (l *lane) enqueue(e *entry, est int, done <-chan struct{}, ctxErr func() er
 
 // waitRoom waits, holding nothing, until an entry of size bytes would fit,
 // or fails as roomLocked does.
-func (l *lane) waitRoom(size int, done <-chan struct{}, ctxErr func() error) error {
+func (l *Lane) waitRoom(size int, done <-chan struct{}, ctxErr func() error) error {
 	l.qmu.Lock()
 	if err := l.roomLocked(size, done, ctxErr); err != nil {
 		return err
@@ -168,7 +168,7 @@ func (l *lane) waitRoom(size int, done <-chan struct{}, ctxErr func() error) err
 // writtenLocked notes that what the writer took last has been written
 // (take calls it: the writer takes again only after writing): its bytes
 // no longer count against QueueBytes.
-func (l *lane) writtenLocked() {
+func (l *Lane) writtenLocked() {
 	if l.inWrite == 0 {
 		return
 	}

@@ -1,0 +1,134 @@
+package lane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/smallnest/rpcx/protocol"
+	"github.com/smallnest/rpcx/share"
+
+	"github.com/rpcxbatch/rpcxbatch/codec"
+	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
+)
+
+// ReqMetaKey is rpcx's request-metadata key as an interface value, made
+// once: converting the string-typed key on every call allocates.
+var ReqMetaKey any = share.ReqMetaDataKey
+
+// newEntry builds an entry and encodes args into it.
+func (l *Lane) newEntry(ctx context.Context, kind codec.Kind, path, method string, args any, est int) (*entry, error) {
+	e := getEntry()
+	var err error
+	if est > maxKeptPayload {
+		// Room for the bytes admission reserved: a large payload grown by
+		// append would hold up to a quarter more than the queue counts.
+		e.buf = make([]byte, 0, est)
+	}
+	if kind == codec.KindSend {
+		// Copied: Send returns before the frame is written, and the caller
+		// may reuse its buffer at once.
+		b, _ := args.([]byte)
+		e.buf = append(e.buf[:0], b...)
+	} else {
+		e.buf, err = encodeArgs(nil, e.buf[:0], l.cfg.SerializeType, args)
+	}
+	if err != nil {
+		putEntry(e)
+		if errors.Is(err, fastcodec.ErrNoCodec) {
+			return nil, ErrUnsupportedCodec
+		}
+		l.cfg.Metrics.ErrCodec.Inc(1)
+		return nil, err
+	}
+	e.Kind, e.ServicePath, e.ServiceMethod = kind, path, method
+	e.SerializeType = uint8(l.cfg.SerializeType)
+	e.Payload = e.buf
+	if m, ok := ctx.Value(ReqMetaKey).(map[string]string); ok && len(m) > 0 {
+		e.Metadata = copyMetadata(ctx, m)
+	}
+	e.deadline, _ = ctx.Deadline()
+	e.size = codec.EntrySize(&e.Entry)
+	return e, nil
+}
+
+// encodeArgs encodes args after dst: on the caller's goroutine for Go and
+// Cast (with a nil fc), on the lane's writer for Call. A codec error or
+// panic becomes ErrEncode, which fails that call alone.
+func encodeArgs(fc *fastcodec.Codec, dst []byte, st protocol.SerializeType, args any) (out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = dst, fmt.Errorf("%w: encoding the arguments panicked: %v", ErrEncode, r)
+		}
+	}()
+	if fc != nil {
+		out, err = fc.Append(dst, st, args)
+	} else {
+		out, err = fastcodec.Append(dst, st, args)
+	}
+	if err != nil && !errors.Is(err, fastcodec.ErrNoCodec) {
+		err = fmt.Errorf("%w: %w", ErrEncode, err)
+	}
+	return out, err
+}
+
+// newDeferredEntry builds a call entry whose arguments the lane's writer
+// encodes (see Submit). It is kept apart from newEntry, and lean, because
+// it runs on the caller's goroutine: the less stack a waiting caller
+// needs, the less there is for the collector to shrink and the next call
+// to grow back.
+func (l *Lane) newDeferredEntry(ctx context.Context, path, method string, args any) (*entry, error) {
+	if share.Codecs[l.cfg.SerializeType] == nil {
+		return nil, ErrUnsupportedCodec
+	}
+	e := getEntry()
+	e.deferred, e.args = true, args
+	e.Kind, e.ServicePath, e.ServiceMethod = codec.KindCall, path, method
+	e.SerializeType = uint8(l.cfg.SerializeType)
+	e.buf, e.Payload = e.buf[:0], nil
+	if m, ok := ctx.Value(ReqMetaKey).(map[string]string); ok && len(m) > 0 {
+		e.Metadata = copyMetadata(ctx, m)
+	}
+	e.deadline, _ = ctx.Deadline()
+	e.size = codec.EntrySize(&e.Entry)
+	return e, nil
+}
+
+// copyMetadata copies the request metadata m found in ctx: rpcx's XClient
+// writes the auth token into this map. A function of its own, off the
+// common path: ranging over a map takes a large stack frame, and every
+// caller's stack would grow for it.
+//
+//go:noinline
+func copyMetadata(ctx context.Context, m map[string]string) map[string]string {
+	if sc, ok := ctx.(*share.Context); ok {
+		sc.Lock()
+		defer sc.Unlock()
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// DecodeReply decodes an encoded reply with the client's codec. A codec
+// that panics on the server's bytes (a custom decoder, say) fails only
+// this call.
+// A caller decoding its own reply passes a nil fc. The reply never
+// aliases raw, which the lane reuses, unless own says raw is the call's
+// alone: then the reply may keep it (see fastcodec.MayAlias).
+func DecodeReply(fc *fastcodec.Codec, st protocol.SerializeType, raw []byte, reply any, own bool) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: decoding the reply panicked: %v", ErrDecode, r)
+		}
+	}()
+	switch {
+	case own:
+		return fastcodec.DecodeShared(st, raw, reply)
+	case fc != nil:
+		return fc.Decode(st, raw, reply)
+	}
+	return fastcodec.Decode(st, raw, reply)
+}
