@@ -16,7 +16,7 @@ import (
 // alone, whatever its size (within MaxFrameBytes), when nothing else is in
 // flight, so that an entry larger than the window cannot stall for ever.
 // What the writer has taken from the queue and cannot write yet waits with
-// it (lane.writeLoop), still counted in the queue's bytes, until a credit
+// it (Lane.writeLoop), still counted in the queue's bytes, until a credit
 // wakes it. A server that grants no byte window leaves the lane bounded by
 // entries only, as before.
 

@@ -37,7 +37,7 @@ func (l *Lane) Drain() {
 		return
 	}
 	// Before any entry fails: their callers' retries must already find the
-	// server out of selection (see skipDraining).
+	// server out of selection (batchclient's skipDraining).
 	l.cfg.OnDrain(l.addr)
 	err := fmt.Errorf("%w: %s", ErrDraining, l.addr)
 	l.drainErr = err

@@ -12,6 +12,9 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
 )
 
+// The codec at the lane's edges: arguments into entries (on the
+// caller's goroutine, or the writer's for Call), replies out of frames.
+
 // ReqMetaKey is rpcx's request-metadata key as an interface value, made
 // once: converting the string-typed key on every call allocates.
 var ReqMetaKey any = share.ReqMetaDataKey

@@ -1,7 +1,12 @@
 package lane
 
 import (
+	"fmt"
 	"time"
+
+	"github.com/smallnest/rpcx/protocol"
+
+	"github.com/rpcxbatch/rpcxbatch/codec"
 )
 
 // sendEvery is the longest a lane may go without writing anything, or 0
@@ -25,4 +30,25 @@ func (l *Lane) tickEvery() time.Duration {
 func (l *Lane) sendDue() bool {
 	s := l.sendEvery()
 	return s > 0 && time.Since(time.Unix(0, l.lastSent.Load())) >= s
+}
+
+// heartbeat gives up on a peer that owes an answer past HeartbeatTimeout
+// (liveness.go) and
+// sends an rpcx heartbeat when it was quiet for HeartbeatInterval, or when
+// the lane wrote nothing for long enough that the server's read timeout
+// would cut it (sendDue).
+func (l *Lane) heartbeat(buf *[]byte) error {
+	if waited, frozen := l.frozenFor(); frozen {
+		return fmt.Errorf("%w: nothing heard for %v after a write it had to answer", ErrHeartbeat, waited.Round(time.Millisecond))
+	}
+	quiet := time.Since(time.Unix(0, l.lastRecv.Load()))
+	if quiet < l.cfg.HeartbeatInterval && !l.sendDue() {
+		return nil
+	}
+	var h protocol.Header
+	h[0] = protocol.MagicNumber()
+	h.SetMessageType(protocol.Request)
+	h.SetHeartbeat(true)
+	*buf = codec.AppendMessage((*buf)[:0], &h, "", "", nil, nil)
+	return l.write(*buf)
 }

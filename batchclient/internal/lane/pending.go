@@ -4,6 +4,9 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/log"
+
 	"github.com/rpcxbatch/rpcxbatch/codec"
 )
 
@@ -92,4 +95,69 @@ func (t *pendingTable) empty() bool {
 // already been claimed; the caller must then run stop itself.
 func (l *Lane) Watch(id uint64, stop func() bool) bool {
 	return l.pending.watch(id, stop)
+}
+
+// Pending is a call waiting for its reply.
+type Pending struct {
+	// Call is the rpcx call: its service, method and arguments go out,
+	// its Reply, Error and ResMetadata come back, and it is sent on its
+	// Done channel when it completes.
+	Call *client.Call
+	// stopWatch, when set (Watch), unregisters the context watch of a
+	// call made with Go.
+	stopWatch func() bool
+	// DeferDecode says the caller waits for the call and can decode the
+	// reply itself (Call does). The reader then decodes only small replies,
+	// whose bytes it has just read and which take it a moment; a larger
+	// one it copies into Raw and sets Undecoded, and the caller decodes it
+	// on its own goroutine, so one big reply does not hold up the lane's
+	// other replies.
+	DeferDecode bool
+	Undecoded   bool
+	Raw         []byte
+}
+
+// Finish completes pc, a call claimed from the lane, with err: its watch
+// is stopped and it is sent on its Done channel.
+func (l *Lane) Finish(pc *Pending, err error) {
+	if pc.stopWatch != nil {
+		pc.stopWatch()
+	}
+	call := pc.Call
+	call.Error = err
+	if pc.DeferDecode {
+		// A caller of Call is about to run (see Config.Woken); counted
+		// before it can be, so the count never goes below zero.
+		l.cfg.Woken.Add(1)
+	}
+	if !Deliver(call) && pc.DeferDecode {
+		l.cfg.Woken.Add(-1)
+	}
+}
+
+// Deliver sends a completed call on its Done channel and reports whether
+// it had room. rpcx's rule: a Done channel with no room is the caller's
+// bug, and rpcx says so in the same words.
+func Deliver(call *client.Call) bool {
+	select {
+	case call.Done <- call:
+		return true
+	default:
+		log.Debug("rpc: discarding Call reply due to insufficient Done chan capacity")
+		return false
+	}
+}
+
+// register gives call an id and records it as pending.
+func (l *Lane) register(call *Pending) uint64 {
+	return l.pending.register(call)
+}
+
+// Claim removes and returns the pending call with id, or nil when it has
+// already been claimed (by its reply, a cancel, or fail). Whoever claims
+// a call completes it (Finish).
+func (l *Lane) Claim(id uint64) *Pending {
+	call := l.pending.claim(id)
+	l.checkDrained()
+	return call
 }

@@ -5,6 +5,9 @@ import (
 	"fmt"
 )
 
+// The lane's queue: callers admit and enqueue entries, the writer takes
+// them (take) and gives places back as the server answers (release).
+//
 // Admission to a lane's queue keeps what callers hold, encoded, within the
 // queue's limits (QueueEntries, QueueBytes), under both overflow policies:
 //
@@ -12,7 +15,7 @@ import (
 //     about to encode (its size when known, else the size of the entry
 //     last queued, else the whole queue), before it encodes anything;
 //   - enqueue turns the reservation into the queued entry;
-//   - under OverflowBlock, a caller whose encoded entry turns out not to
+//   - unless FailFast, a caller whose encoded entry turns out not to
 //     fit lets go of it (errNoRoom) and waits for room holding nothing,
 //     then encodes again (waitRoom).
 //
@@ -23,7 +26,7 @@ import (
 // the guess being short by at most one entry's size per lane, and an entry
 // larger than QueueBytes, which fits an empty queue.
 
-// errNoRoom tells submit that its encoded entry does not fit: it drops the
+// errNoRoom tells Submit that its encoded entry does not fit: it drops the
 // payload, waits for room (waitRoom), and encodes again.
 var errNoRoom = errors.New("rpcxbatch: no room in the queue for the entry")
 
@@ -183,3 +186,110 @@ func (l *Lane) writtenLocked() {
 // frames: a kept buffer is memory beside the queue's bound (QueueBytes
 // counts the frame only while it is being written).
 const maxKeptFrame = 1 << 20
+
+// wakeLocked wakes every caller waiting for room; they check again.
+func (l *Lane) wakeLocked() {
+	close(l.room)
+	l.room = make(chan struct{})
+}
+
+// roomLocked returns, with qmu held, once the queue has room for an entry
+// of size bytes (an entry larger than QueueBytes fits an empty queue); or
+// it fails with qmu released: the lane's error, ErrOverloaded (fail-fast
+// policy), or the context's error (block policy).
+func (l *Lane) roomLocked(size int, done <-chan struct{}, ctxErr func() error) error {
+	const own = 0 // the caller holds no place
+	for {
+		select {
+		case <-l.dead:
+			err := l.deadErr
+			l.qmu.Unlock()
+			return err
+		default:
+		}
+		if err := l.drainErr; err != nil {
+			l.qmu.Unlock()
+			return err
+		}
+		if l.hasRoomLocked(size, own) {
+			return nil
+		}
+		if l.cfg.FailFast {
+			l.qmu.Unlock()
+			l.cfg.Metrics.ErrOverload.Inc(1)
+			return ErrOverloaded
+		}
+		room := l.room
+		l.waiting++
+		l.qmu.Unlock()
+		select {
+		case <-room:
+		case <-done:
+			l.qmu.Lock()
+			l.waiting--
+			l.qmu.Unlock()
+			return ctxErr()
+		case <-l.dead:
+		}
+		l.qmu.Lock()
+		l.waiting--
+	}
+}
+
+func (l *Lane) queued() int { return int(l.qLen.Load()) }
+
+// release gives n places of the window back (answers and credits from the
+// server) and wakes the writer if the window had stopped it.
+func (l *Lane) release(n int) {
+	l.qmu.Lock()
+	stalled := l.unfinished >= l.window && len(l.queue) > 0
+	l.unfinished = max(0, l.unfinished-n)
+	l.qmu.Unlock()
+	if stalled {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// take removes from the queue what fits one frame: at least one entry (when
+// the window has room), at most batchCap, within frameBytes. It appends
+// them to dst[:0], the writer's reused slice.
+func (l *Lane) take(dst []*entry) []*entry {
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	l.writtenLocked()
+	if l.drainErr != nil {
+		return nil // the server reads no more
+	}
+	n, size := 0, 0
+	for n < len(l.queue) && n < l.batchCap && l.unfinished+n < l.window {
+		size += l.queue[n].size
+		if n > 0 && size > l.frameBytes {
+			size -= l.queue[n].size
+			break
+		}
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	// Anyone waiting for room may fit now (a large entry waits for bytes,
+	// not for a full queue).
+	full := l.waiting > 0
+	batch := append(dst[:0], l.queue[:n]...)
+	rest := copy(l.queue, l.queue[n:])
+	clear(l.queue[rest:])
+	l.queue = l.queue[:rest]
+	l.qLen.Store(int32(rest))
+	l.qBytes -= size
+	l.inWrite = size
+	l.qBytesNow.Store(int64(l.qBytes + l.inWrite))
+	l.unfinished += n
+	l.cfg.Metrics.QueueDepth.Update(int64(rest))
+	if full {
+		l.wakeLocked()
+	}
+	return batch
+}

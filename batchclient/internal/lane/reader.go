@@ -1,0 +1,151 @@
+package lane
+
+import (
+	"bufio"
+	"fmt"
+
+	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/protocol"
+
+	"github.com/rpcxbatch/rpcxbatch/codec"
+	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
+	"github.com/rpcxbatch/rpcxbatch/internal/stackpad"
+)
+
+// The reader: the lane's one goroutine that reads from the socket. It
+// matches reply frames to the pending table (claiming each call and
+// completing it), takes credits back into the windows, hears drain
+// notices, and hands server pushes to the client (Config.OnPush).
+
+// maxReaderDecode is the largest reply the reader decodes itself for a
+// caller that could decode it (see Pending.DeferDecode).
+const maxReaderDecode = 4 << 10
+
+// readLoop is the reader goroutine; it ends when the connection fails.
+func (l *Lane) readLoop() {
+	defer l.wg.Done()
+	var pad stackpad.Pad // see stackpad: no shrink and regrow between frames
+	stackpad.Touch(&pad)
+	defer stackpad.Touch(&pad)
+	br := bufio.NewReaderSize(progressReader{l}, 64<<10)
+	var (
+		buf     []byte
+		replies []codec.Reply
+		pcs     []*Pending
+		fc      fastcodec.Codec // decodes the replies
+	)
+	for {
+		msg, b, err := codec.ReadMessage(br, l.cfg.MaxFrameBytes+64<<10, buf)
+		if err != nil {
+			l.fail(fmt.Errorf("%w: %w", ErrConnection, err))
+			return
+		}
+		if cap(b) <= 4<<20 {
+			buf = b
+		}
+		switch {
+		case msg.Header.IsHeartbeat():
+		case msg.Header.MessageType() == protocol.Request && msg.ServicePath == codec.ServicePath && msg.ServiceMethod == codec.MethodReply:
+			var inc uint64
+			inc, replies, err = codec.DecodeReplies(msg.Payload, 0, replies)
+			if err != nil {
+				l.fail(fmt.Errorf("%w: bad reply frame: %w", ErrConnection, err))
+				return
+			}
+			if inc != l.hs.Incarnation {
+				// Not this lane's server: never let it reach a call.
+				l.cfg.Metrics.ErrStale.Inc(1)
+				continue
+			}
+			pcs = l.pending.claimAll(replies, pcs)
+			for i := range replies {
+				if pcs[i] != nil {
+					l.complete(&replies[i], pcs[i], &fc)
+				}
+				replies[i], pcs[i] = codec.Reply{}, nil
+			}
+			l.release(len(replies))
+			l.checkDrained()
+		case msg.Header.MessageType() == protocol.Request && msg.ServicePath == codec.ServicePath && msg.ServiceMethod == codec.MethodCredit:
+			inc, n, freed, err := codec.DecodeCreditBytes(msg.Payload)
+			if err != nil {
+				l.fail(fmt.Errorf("%w: bad credit message: %w", ErrConnection, err))
+				return
+			}
+			if inc == l.hs.Incarnation {
+				l.releaseBytes(freed)
+				if n > 0 {
+					l.release(int(min(n, uint64(l.window))))
+				}
+			}
+		case msg.Header.MessageType() == protocol.Request && msg.ServicePath == codec.ServicePath && msg.ServiceMethod == codec.MethodDrain:
+			if err := l.onDrainNotice(msg.Payload); err != nil {
+				l.fail(fmt.Errorf("%w: bad drain notice: %w", ErrConnection, err))
+				return
+			}
+		case msg.Header.MessageType() == protocol.Response && msg.Header.MessageStatusType() == protocol.Error:
+			// rpcx refused a frame (its AuthFunc, typically) and is about
+			// to close the connection.
+			l.fail(fmt.Errorf("%w: server refused a frame: %s", ErrConnection, msg.Metadata[protocol.ServiceError]))
+			return
+		case isPush(&msg):
+			l.cfg.OnPush(&msg, l.dead) // a handler's Server.SendMessage (Config.OnPush)
+		}
+	}
+}
+
+// complete hands one reply to its claimed call, decoding the result into
+// the call's reply value.
+func (l *Lane) complete(rp *codec.Reply, pc *Pending, fc *fastcodec.Codec) {
+	call := pc.Call
+	if rp.Metadata != nil {
+		call.ResMetadata = rp.Metadata
+	}
+	var err error
+	switch {
+	case rp.Status == codec.StatusError:
+		err = ServiceError(rp.Error)
+		call.ResMetadata = withServiceError(rp.Metadata, rp.Error)
+	case pc.DeferDecode && len(rp.Payload) > maxReaderDecode:
+		pc.Raw = append(pc.Raw[:0], rp.Payload...)
+		pc.Undecoded = true
+	case call.Reply != nil:
+		err = DecodeReply(fc, l.cfg.SerializeType, rp.Payload, call.Reply, false)
+	}
+	if err != nil {
+		l.cfg.Metrics.ErrService.Inc(1)
+	}
+	l.Finish(pc, err)
+}
+
+// ServiceError turns a server's error text into the error rpcx's own client
+// would return for it, so callers see one error type on both paths.
+func ServiceError(text string) error {
+	if client.ClientErrorFunc != nil {
+		res := protocol.NewMessage()
+		res.Metadata = map[string]string{protocol.ServiceError: text}
+		return client.ClientErrorFunc(res, text)
+	}
+	return client.NewServiceError(text)
+}
+
+// isPush reports whether msg is a server-pushed message for the user, by
+// rpcx's test (a oneway request that is not a heartbeat), leaving out the
+// plugin's own messages.
+func isPush(msg *codec.Message) bool {
+	h := &msg.Header
+	return h.MessageType() == protocol.Request && h.IsOneway() && !h.IsHeartbeat() && msg.ServicePath != codec.ServicePath
+}
+
+// withServiceError is the response metadata rpcx's client sees for a
+// failed call: the server's metadata plus the error text under
+// protocol.ServiceError, which rpcx's server puts there before the
+// handler's keys (so the error wins over a handler key of that name).
+// md is the reply's own map (decoded for this reply alone), or nil.
+func withServiceError(md map[string]string, text string) map[string]string {
+	if md == nil {
+		md = make(map[string]string, 1)
+	}
+	md[protocol.ServiceError] = text
+	return md
+}

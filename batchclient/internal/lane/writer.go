@@ -1,0 +1,255 @@
+package lane
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/smallnest/rpcx/protocol"
+	"github.com/smallnest/rpcx/share"
+
+	"github.com/rpcxbatch/rpcxbatch/codec"
+	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
+	"github.com/rpcxbatch/rpcxbatch/internal/settle"
+	"github.com/rpcxbatch/rpcxbatch/internal/stackpad"
+)
+
+// The writer: the lane's one goroutine that writes to the socket. It
+// takes what is queued into frames (within the entry window, the byte
+// window and the frame cap), encodes the arguments of Call's entries,
+// writes each batch with one Write, and sends the heartbeats
+// (heartbeat.go).
+
+// writeLoop is the writer goroutine; it ends when the lane dies.
+func (l *Lane) writeLoop() {
+	defer l.wg.Done()
+	var pad stackpad.Pad // see stackpad: no shrink and regrow between frames
+	stackpad.Touch(&pad)
+	defer stackpad.Touch(&pad)
+	tick := time.NewTicker(l.tickEvery())
+	defer tick.Stop()
+	var (
+		buf      []byte
+		batch    []*entry
+		out      []*entry // taken and encoded, waiting for the byte window
+		frameSeq uint64
+		fc       fastcodec.Codec // encodes the deferred arguments
+	)
+	for {
+		select {
+		case <-l.wake:
+		case <-tick.C:
+			if err := l.heartbeat(&buf); err != nil {
+				l.fail(fmt.Errorf("%w: %w", ErrConnection, err))
+				return
+			}
+			continue
+		case <-l.dead:
+			return
+		}
+		settle.Settle(l.queued, l.batchCap, l.wokenCallers)
+		for {
+			if len(out) == 0 {
+				if out = l.take(batch); len(out) == 0 {
+					break
+				}
+				batch = out
+			}
+			if out = l.encodeDeferred(out, &fc, l.bw.room()); len(out) == 0 {
+				continue
+			}
+			if l.draining.Load() {
+				l.dropDraining(out)
+				out = nil
+				break
+			}
+			n, again := l.fitWindow(out)
+			if again {
+				continue
+			}
+			if n == 0 {
+				break // a credit wakes the writer
+			}
+			var err error
+			buf, err = l.writeFrames(buf[:0], &frameSeq, out[:n])
+			out = out[n:]
+			if err != nil {
+				l.fail(fmt.Errorf("%w: %w", ErrConnection, err))
+				return
+			}
+			// A huge frame's buffer is not worth keeping.
+			if cap(buf) > maxKeptFrame {
+				buf = nil
+			}
+		}
+	}
+}
+
+// encodeDeferred encodes the arguments of the batch's deferred entries,
+// as far as budget bytes (the room left in the byte window: the entries
+// after it stay as they are until the window has room), and returns the
+// batch without those not to be sent: withdrawn by their callers, or
+// failed to encode (their calls fail here). Their places in the window go
+// back.
+func (l *Lane) encodeDeferred(batch []*entry, fc *fastcodec.Codec, budget int64) []*entry {
+	kept, dropped := batch[:0], 0
+	for _, e := range batch {
+		if !e.deferred || budget <= 0 {
+			kept = append(kept, e)
+			budget -= int64(e.size)
+			continue
+		}
+		if !e.argState.CompareAndSwap(argsQueued, argsEncoding) {
+			if e.argState.Load() == argsEncoded {
+				// Encoded before, and held back by the byte window.
+				kept = append(kept, e)
+				budget -= int64(e.size)
+				continue
+			}
+			dropped++ // withdrawn: the call is over, and e is its caller's
+			continue
+		}
+		err := l.encodeDeferredArgs(e, fc)
+		if err == nil {
+			e.argState.Store(argsEncoded)
+			kept = append(kept, e)
+			budget -= int64(e.size)
+			continue
+		}
+		dropped++
+		id := e.ID
+		e.argState.Store(argsDone) // from here on e is its caller's
+		if pc := l.Claim(id); pc != nil {
+			l.cfg.Metrics.ErrCodec.Inc(1)
+			l.Finish(pc, err)
+		}
+	}
+	clear(batch[len(kept):])
+	if dropped > 0 {
+		l.release(dropped)
+	}
+	return kept
+}
+
+// encodeDeferredArgs encodes a deferred entry's arguments as its payload.
+func (l *Lane) encodeDeferredArgs(e *entry, fc *fastcodec.Codec) error {
+	payload, err := encodeArgs(fc, e.buf[:0], l.cfg.SerializeType, e.args)
+	if err != nil {
+		return err
+	}
+	e.args = nil
+	e.buf, e.Payload = payload, payload
+	e.size = codec.EntrySize(&e.Entry)
+	if e.size > l.frameBytes {
+		return fmt.Errorf("%w: %d bytes, cap %d", ErrTooLarge, e.size, l.frameBytes)
+	}
+	return nil
+}
+
+// writeFrames writes batch with one Write, as one frame, or as several
+// when its deferred arguments turned out bigger than take counted them.
+func (l *Lane) writeFrames(buf []byte, frameSeq *uint64, batch []*entry) ([]byte, error) {
+	for len(batch) > 0 {
+		n, size := 0, 0
+		for n < len(batch) {
+			size += batch[n].size
+			if n > 0 && size > l.frameBytes {
+				break
+			}
+			n++
+		}
+		*frameSeq++
+		buf = l.appendFrame(buf, *frameSeq, batch[:n])
+		batch = batch[n:]
+	}
+	return buf, l.write(buf)
+}
+
+// appendFrame appends batch as one rpcx message and recycles its entries
+// (a deferred entry goes back to its caller instead).
+func (l *Lane) appendFrame(buf []byte, frameSeq uint64, batch []*entry) []byte {
+	var h protocol.Header
+	h[0] = protocol.MagicNumber()
+	h.SetMessageType(protocol.Request)
+	h.SetOneway(true)
+	h.SetSerializeType(protocol.SerializeNone)
+	h.SetSeq(frameSeq)
+	var meta map[string]string
+	if token := l.cfg.Auth(); token != "" {
+		meta = map[string]string{share.AuthKey: token}
+	}
+	buf, mark := codec.StartMessage(buf, &h, codec.ServicePath, codec.MethodBatch, meta)
+	start := len(buf)
+	buf = codec.AppendBatchHeader(buf, frameSeq, len(batch))
+	now := time.Now()
+	for i, e := range batch {
+		// The time left travels, not the deadline: the two clocks differ.
+		if !e.deadline.IsZero() {
+			e.TimeoutMicros = int64(e.deadline.Sub(now) / time.Microsecond)
+			if e.TimeoutMicros <= 0 {
+				e.TimeoutMicros = -1
+			}
+		}
+		buf = codec.AppendEntry(buf, &e.Entry)
+		if e.deferred {
+			// Copied into the frame: a caller waiting for its reply need
+			// not keep a large encoding of its arguments alive.
+			if cap(e.buf) > maxKeptPayload {
+				e.buf, e.Payload = nil, nil
+			}
+			e.argState.Store(argsDone) // from here on e is its caller's
+		} else {
+			putEntry(e)
+		}
+		batch[i] = nil
+	}
+	codec.FinishMessage(buf, mark)
+	l.charge(len(buf) - start) // the payload, as the server reads it
+	buf = codec.CompressMessage(buf, mark, l.cfg.CompressType)
+	l.cfg.Metrics.Frames.Inc(1)
+	l.cfg.Metrics.BatchSize.Update(int64(len(batch)))
+	return buf
+}
+
+// write writes b whole. Each attempt is bounded by HeartbeatTimeout, and a
+// write that times out goes on while the peer takes bytes or is still
+// heard from (replies, credits, heartbeats): a big frame to a busy peer may
+// take long; a frozen peer owes an answer past HeartbeatTimeout (see
+// liveness.go) and the write fails.
+func (l *Lane) write(b []byte) error {
+	for {
+		start := time.Now()
+		l.conn.SetWriteDeadline(start.Add(l.cfg.HeartbeatTimeout))
+		n, err := l.conn.Write(b)
+		b = b[n:]
+		if n > 0 {
+			l.owe(start.UnixNano())
+		}
+		if err == nil {
+			l.lastSent.Store(time.Now().UnixNano())
+			return nil
+		}
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			return err
+		}
+		if n == 0 {
+			// The peer took none of the bytes still pending for a whole
+			// attempt: taking them is owed too. Without this, a peer that
+			// answered during the last attempt that made progress and then
+			// froze would never be judged frozen, and this writer, which
+			// also runs the heartbeat check, would retry for ever.
+			l.owe(start.UnixNano())
+		}
+		if _, frozen := l.frozenFor(); frozen && n == 0 {
+			return err
+		}
+		if _, isTLS := l.conn.(*tls.Conn); isTLS {
+			// A TLS connection fails for good at its first write error,
+			// timeout included; retrying would only spin.
+			return err
+		}
+	}
+}
