@@ -364,10 +364,7 @@ func (p *peer) dial() (net.Conn, codec.Handshake, error) {
 // handshake asks the server for its batch parameters with an ordinary rpcx
 // request, so a plain rpcx server answers it with "can't find service".
 func handshake(conn net.Conn, auth string, maxBytes int, ct protocol.CompressType) (codec.Handshake, error) {
-	var h protocol.Header
-	h[0] = protocol.MagicNumber()
-	h.SetMessageType(protocol.Request)
-	h.SetSerializeType(protocol.SerializeNone)
+	h := codec.HandshakeHeader()
 	meta := map[string]string{codec.MetaMaxFrame: strconv.Itoa(maxBytes), codec.MetaByteCredits: "1"}
 	if ct != protocol.None {
 		meta[codec.MetaCompress] = strconv.Itoa(int(ct))

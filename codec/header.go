@@ -16,3 +16,28 @@ func OnewayHeader(seq uint64) protocol.Header {
 	h.SetSeq(seq)
 	return h
 }
+
+// HeartbeatHeader returns the rpcx header of a lane's heartbeat: a
+// request with rpcx's heartbeat flag, which rpcx's server answers with a
+// heartbeat response of its own (server.go, handleRequest), and which the
+// batch plugin never sees. No serializer and seq 0: it has no payload,
+// and no reply is matched to it.
+func HeartbeatHeader() protocol.Header {
+	var h protocol.Header
+	h[0] = protocol.MagicNumber()
+	h.SetMessageType(protocol.Request)
+	h.SetHeartbeat(true)
+	return h
+}
+
+// HandshakeHeader returns the rpcx header of a lane's handshake request
+// (MethodHandshake): an ordinary two-way request with no serializer (its
+// parameters travel in the metadata), so that rpcx's server answers it,
+// and a plain rpcx server answers it with "can't find service".
+func HandshakeHeader() protocol.Header {
+	var h protocol.Header
+	h[0] = protocol.MagicNumber()
+	h.SetMessageType(protocol.Request)
+	h.SetSerializeType(protocol.SerializeNone)
+	return h
+}

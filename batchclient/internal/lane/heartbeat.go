@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/smallnest/rpcx/protocol"
-
 	"github.com/rpcxbatch/rpcxbatch/codec"
 )
 
@@ -45,10 +43,7 @@ func (l *Lane) heartbeat(buf *[]byte) error {
 	if quiet < l.cfg.HeartbeatInterval && !l.sendDue() {
 		return nil
 	}
-	var h protocol.Header
-	h[0] = protocol.MagicNumber()
-	h.SetMessageType(protocol.Request)
-	h.SetHeartbeat(true)
+	h := codec.HeartbeatHeader()
 	*buf = codec.AppendMessage((*buf)[:0], &h, "", "", nil, nil)
 	return l.write(*buf)
 }

@@ -7,7 +7,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/smallnest/rpcx/protocol"
 	"github.com/smallnest/rpcx/share"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
@@ -170,12 +169,7 @@ func (l *Lane) writeFrames(buf []byte, frameSeq *uint64, batch []*entry) ([]byte
 // appendFrame appends batch as one rpcx message and recycles its entries
 // (a deferred entry goes back to its caller instead).
 func (l *Lane) appendFrame(buf []byte, frameSeq uint64, batch []*entry) []byte {
-	var h protocol.Header
-	h[0] = protocol.MagicNumber()
-	h.SetMessageType(protocol.Request)
-	h.SetOneway(true)
-	h.SetSerializeType(protocol.SerializeNone)
-	h.SetSeq(frameSeq)
+	h := codec.OnewayHeader(frameSeq)
 	var meta map[string]string
 	if token := l.cfg.Auth(); token != "" {
 		meta = map[string]string{share.AuthKey: token}
