@@ -8,7 +8,9 @@
 // changed, makes it exit non-zero.
 //
 // Run it from the module root as `make mutate`, or
-// `go run ./internal/testkit/mutate [-run regexp-of-fault-names]`.
+// `go run ./internal/testkit/mutate [-run regexp-of-fault-names]`;
+// `-list` shows the faults and whether each still plants, without
+// running any test.
 package main
 
 import (
@@ -45,17 +47,17 @@ type fault struct {
 var faults = []fault{
 	{
 		name: "incarnation-check-dropped",
-		edits: []edit{{"batchclient/lane.go",
+		edits: []edit{{"batchclient/internal/lane/reader.go",
 			"if inc != l.hs.Incarnation {\n\t\t\t\t// Not this lane's server",
 			"if false && inc != l.hs.Incarnation {\n\t\t\t\t// Not this lane's server"}},
-		pkgs: []string{"./batchclient/"},
+		pkgs: []string{"./batchclient/..."},
 	},
 	{
 		name: "reply-to-wrong-id",
-		edits: []edit{{"batchclient/pending.go",
+		edits: []edit{{"batchclient/internal/lane/pending.go",
 			"\t\tid := replies[i].ID\n\t\tpcs[i] = t.calls[id]",
 			"\t\tid := replies[(i+1)%len(replies)].ID\n\t\tpcs[i] = t.calls[id]"}},
-		pkgs: []string{"./batchclient/"},
+		pkgs: []string{"./batchclient/..."},
 	},
 	{
 		name: "auth-skipped-for-second-entry",
@@ -71,10 +73,10 @@ var faults = []fault{
 	},
 	{
 		name: "queue-bytes-never-decremented",
-		edits: []edit{{"batchclient/lane.go",
+		edits: []edit{{"batchclient/internal/lane/queue.go",
 			"\tl.qBytes -= size\n",
 			"\t_ = size\n"}},
-		pkgs: []string{"./batchclient/"},
+		pkgs: []string{"./batchclient/..."},
 	},
 	{
 		name: "deadline-ignored-at-handler-start",
@@ -97,10 +99,10 @@ var faults = []fault{
 		name: "send-lost-on-reconnect",
 		// The first send a new lane writes (its first frame: every
 		// connect, reconnects included) vanishes.
-		edits: []edit{{"batchclient/lane.go",
-			"func (l *lane) writeFrames(buf []byte, frameSeq *uint64, batch []*entry) ([]byte, error) {\n",
-			"func (l *lane) writeFrames(buf []byte, frameSeq *uint64, batch []*entry) ([]byte, error) {\n\tif *frameSeq == 0 && len(batch) > 0 && batch[0].Kind == codec.KindSend {\n\t\tbatch = batch[1:]\n\t}\n"}},
-		pkgs: []string{"./batchclient/"},
+		edits: []edit{{"batchclient/internal/lane/writer.go",
+			"func (l *Lane) writeFrames(buf []byte, frameSeq *uint64, batch []*entry) ([]byte, error) {\n",
+			"func (l *Lane) writeFrames(buf []byte, frameSeq *uint64, batch []*entry) ([]byte, error) {\n\tif *frameSeq == 0 && len(batch) > 0 && batch[0].Kind == codec.KindSend {\n\t\tbatch = batch[1:]\n\t}\n"}},
+		pkgs: []string{"./batchclient/..."},
 	},
 	{
 		name: "parked-goroutine-cap-ignored",
@@ -111,10 +113,10 @@ var faults = []fault{
 	},
 	{
 		name: "context-ignored-while-waiting-for-room",
-		edits: []edit{{"batchclient/lane.go",
+		edits: []edit{{"batchclient/internal/lane/queue.go",
 			"\t\tcase <-done:\n\t\t\tl.qmu.Lock()\n\t\t\tl.waiting--\n\t\t\tl.qmu.Unlock()\n\t\t\treturn ctxErr()\n",
 			""}},
-		pkgs: []string{"./batchclient/"},
+		pkgs: []string{"./batchclient/..."},
 	},
 	{
 		// The old owner of a push registration: the whole XClient, so a
@@ -123,7 +125,7 @@ var faults = []fault{
 		edits: []edit{{"batchclient/xclient.go",
 			"func (r *rpcClient) UnregisterServerMessageChan() { r.bc.push.unregister(r.addr, r) }",
 			"func (r *rpcClient) UnregisterServerMessageChan() { r.bc.push.dropXClient(r.owner) }"}},
-		pkgs: []string{"./batchclient/"},
+		pkgs: []string{"./batchclient/..."},
 	},
 	{
 		name: "byte-window-not-enforced",
@@ -141,10 +143,10 @@ var faults = []fault{
 	},
 	{
 		name: "lane-ignores-byte-window",
-		edits: []edit{{"batchclient/bytewindow.go",
+		edits: []edit{{"batchclient/internal/lane/bytewindow.go",
 			"if w.limit > 0 && inflight+",
 			"if false && inflight+"}},
-		pkgs: []string{"./batchclient/", "./batchserver/"},
+		pkgs: []string{"./batchclient/...", "./batchserver/"},
 	},
 }
 
@@ -152,6 +154,7 @@ func main() {
 	only := flag.String("run", "", "run only the faults whose name matches this regexp")
 	keep := flag.Bool("keep", false, "keep the scratch copies (their paths are printed)")
 	timeout := flag.Duration("timeout", 8*time.Minute, "go test -timeout for each fault")
+	list := flag.Bool("list", false, "list the faults (name, the files they edit, the packages whose tests must catch them) and whether each still plants, without running tests")
 	flag.Parse()
 	var re *regexp.Regexp
 	if *only != "" {
@@ -163,6 +166,12 @@ func main() {
 	}
 	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
 		die(errors.New("run mutate from the module root (make mutate)"))
+	}
+	if *list {
+		if listFaults(root, re) > 0 {
+			os.Exit(1)
+		}
+		return
 	}
 	files, err := trackedFiles(root)
 	if err != nil {
@@ -201,6 +210,31 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println("mutate: every fault was caught")
+}
+
+// listFaults prints each fault matching re, the files it edits and the
+// packages whose tests must catch it, and whether its edits still apply
+// to the tree at root; it returns how many do not.
+func listFaults(root string, re *regexp.Regexp) (bad int) {
+	for _, f := range faults {
+		if re != nil && !re.MatchString(f.name) {
+			continue
+		}
+		state := "plants"
+		var files []string
+		for _, e := range f.edits {
+			files = append(files, e.file)
+			b, err := os.ReadFile(filepath.Join(root, e.file))
+			if n := strings.Count(string(b), e.old); err != nil || n != 1 {
+				state = "DOES NOT PLANT"
+			}
+		}
+		if state != "plants" {
+			bad++
+		}
+		fmt.Printf("%-40s %-15s %s -> %s\n", f.name, state, strings.Join(files, " "), strings.Join(f.pkgs, " "))
+	}
+	return bad
 }
 
 func die(err error) {
