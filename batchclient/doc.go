@@ -4,23 +4,26 @@
 // server's reply frames are handed back call by call. A server without the
 // batch plugin is reached over plain rpcx instead, with the same API.
 //
-// Today's structure (to be redrawn into layers that only call downward):
+// Layers, each calling only the one below it:
 //
 //   - client.go: the Client API (Call, Go, Cast, Send, Info, Start, Stop,
 //     Close) over a table of peers; route picks a lane or a plain client.
-//   - peer.go, plaindial.go, redial.go, drain.go: one peer per address, a
-//     state machine (connecting, batch, plain, down, stopped, forgotten)
-//     run by one goroutine that dials, handshakes (handshake.go), keeps
-//     the pool of lanes, falls back to plain rpcx, reprobes and forgets.
-//   - lane.go, admit.go, liveness.go, heartbeat.go: one lane per
-//     connection: the queue and its admission bounds, the writer that
-//     takes the queue into frames, the reader that matches replies to the
-//     pending table, and the heartbeat that judges the peer alive.
+//   - peer.go, plaindial.go, redial.go, drain.go, handshake.go: one peer
+//     per address, a state machine (connecting, batch, plain, down,
+//     stopped, forgotten) run by one goroutine that dials, handshakes,
+//     keeps the pool of lanes, falls back to plain rpcx, reprobes and
+//     forgets. laneconfig.go hands each lane its lane.Config: the
+//     client's options, instruments and hooks as values.
+//   - internal/lane: one lane per connection: the queue and its
+//     admission bounds, the writer that takes the queue into frames, the
+//     reader that matches replies to the pending table, the heartbeat that
+//     judges the peer alive. A lane holds no pointer to the Client.
 //   - xclient.go, xclient_drain.go, bidirectional.go, push.go,
 //     resmeta.go, rpcxoption.go: the drop-in rpcx XClient (discovery
 //     rewrite, server push, response metadata, rpcx's options).
-//   - options.go, errors.go, metrics.go: configuration, error values,
-//     go-metrics instruments.
+//   - options.go, errors.go, metrics.go: configuration, error values
+//     (those a lane makes are package lane's, exported here under the
+//     same names), go-metrics instruments.
 //
 // # Goroutines
 //
@@ -28,9 +31,10 @@
 //	peer.run, one per  newPeer: first use  close(peer.stop) (Stop,  peer.shutdown
 //	address            of an address, or   Close); ends itself once (<-done), from
 //	                   Start               down and unused          Stop and Close
-//	lane.writeLoop and newLane, from       lane.fail: closes the    lane.close (l.wg),
-//	lane.readLoop, two peer.run after a    connection and dead      from peer.run and
-//	per lane           handshake           (error, heartbeat, Stop) the drain path
+//	lane writer and    lane.New, from      Lane.Close from peer.run Lane.Close (its wg),
+//	reader, two per    peer.connect after  (Stop, Close, a lost     from peer.run and
+//	lane (see package  a handshake         lane) or the lane's own  drainPool
+//	internal/lane)                         failure
 //	dial interrupt     peer.dial, one per  the dial returning, or   nobody: it ends
 //	                   dial                peer.stop                with the dial
 //	plainDial          usePlain, when no   its connect returning;   stopPlainDials
@@ -48,4 +52,12 @@
 // plugin, which closes the old plain client. rpcx's own plain clients
 // (the plain fallback and stopped addresses) run rpcx's goroutines; Stop
 // and Close close those clients.
+//
+// # Locks
+//
+// Client.mu guards the address tables (peers, stopped); pushTable.mu the
+// push channels (the lanes' readers take it shared); drainSet.mu the set
+// of draining addresses; peer.plainMu the plain client (plaindial.go).
+// Each is commented where it is declared with what it guards. A lane's
+// own locks are package lane's; the Client never takes them.
 package batchclient

@@ -59,7 +59,8 @@ type Lane struct {
 	lastSent atomic.Int64 // unix nanos of the last complete write
 	// owedSince, owedWritten: see liveness.go.
 	owedSince, owedWritten atomic.Int64
-	wg                     sync.WaitGroup
+	// wg counts the writer and the reader; Close waits for them.
+	wg sync.WaitGroup
 
 	// Draining (see drain.go): drainErr (under qmu) refuses entries once
 	// the server said it is shutting down; drained is closed when no call
