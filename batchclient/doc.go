@@ -8,12 +8,14 @@
 //
 //   - client.go: the Client API (Call, Go, Cast, Send, Info, Start, Stop,
 //     Close) over a table of peers; route picks a lane or a plain client.
-//   - peer.go, plaindial.go, redial.go, drain.go, handshake.go: one peer
-//     per address, a state machine (connecting, batch, plain, down,
-//     stopped, forgotten) run by one goroutine that dials, handshakes,
-//     keeps the pool of lanes, falls back to plain rpcx, reprobes and
-//     forgets. laneconfig.go hands each lane its lane.Config: the
+//   - peer.go, plaindial.go, redial.go, drain.go: one peer per address,
+//     a state machine (connecting, batch, plain, down, stopped,
+//     forgotten) run by one goroutine that connects the pool of lanes,
+//     falls back to plain rpcx, reprobes and forgets. laneconfig.go
+//     hands each lane its lane.Config and each peer its dial.Dialer: the
 //     client's options, instruments and hooks as values.
+//   - internal/dial: one lane connection: dial, TLS, and the lane
+//     handshake.
 //   - internal/lane: one lane per connection: the queue and its
 //     admission bounds, the writer that takes the queue into frames, the
 //     reader that matches replies to the pending table, the heartbeat that
@@ -35,8 +37,8 @@
 //	reader, two per    peer.connect after  (Stop, Close, a lost     from peer.run and
 //	lane (see package  a handshake         lane) or the lane's own  drainPool
 //	internal/lane)                         failure
-//	dial interrupt     peer.dial, one per  the dial returning, or   nobody: it ends
-//	                   dial                peer.stop                with the dial
+//	dial stop watcher  dial.Dialer.Dial,   the dial returning, or   nobody: it ends
+//	                   one per dial        peer.stop                with the dial
 //	plainDial          usePlain, when no   its connect returning;   stopPlainDials
 //	                   plain connect runs  stopPlainDials cancels   (pd.wg)
 //	plainGo            Go, for a call on   its rpcx call ending or  the caller, on

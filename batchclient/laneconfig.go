@@ -1,6 +1,7 @@
 package batchclient
 
 import (
+	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/dial"
 	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
 	"github.com/rpcxbatch/rpcxbatch/codec"
 )
@@ -33,5 +34,22 @@ func (c *Client) laneConfig(addr string, down chan<- struct{}) lane.Config {
 		},
 		OnDrain: c.drains.mark,
 		Down:    down,
+	}
+}
+
+// dialer opens the lane connections to addr on network, with the
+// client's options as values.
+func (c *Client) dialer(network, addr string) *dial.Dialer {
+	o := &c.opts
+	return &dial.Dialer{
+		Network: network, Addr: addr,
+		DialTimeout:      o.DialTimeout,
+		KeepAlive:        o.TCPKeepAlivePeriod,
+		TLSConfig:        o.TLSConfig,
+		HeartbeatTimeout: o.HeartbeatTimeout,
+		HandshakeTimeout: o.HandshakeTimeout,
+		MaxFrameBytes:    o.MaxFrameBytes,
+		CompressType:     o.CompressType,
+		Auth:             c.authToken,
 	}
 }

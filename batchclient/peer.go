@@ -2,23 +2,17 @@ package batchclient
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"net"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/smallnest/rpcx/client"
-	"github.com/smallnest/rpcx/protocol"
-	"github.com/smallnest/rpcx/share"
 
+	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/dial"
 	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
-	"github.com/rpcxbatch/rpcxbatch/codec"
 )
 
 // Status is the state of the connection to one address, as Info reports it.
@@ -53,10 +47,6 @@ type Info struct {
 	// Err is the last connect error, when Down.
 	Err error
 }
-
-// errNoBatchService marks a handshake answered by rpcx's "can't find
-// service": the server is plain.
-var errNoBatchService = errors.New("rpcxbatch: no batch service")
 
 type peerState int
 
@@ -165,7 +155,7 @@ func (p *peer) run() {
 	for {
 		lanes, err := p.connect()
 		switch {
-		case errors.Is(err, errNoBatchService), err != nil && plain:
+		case errors.Is(err, dial.ErrNoBatchService), err != nil && plain:
 			// A plain server, or one that was plain and could not be asked
 			// again just now: its calls go on over plain rpcx (which meets
 			// any outage itself), and it is asked again later.
@@ -284,7 +274,8 @@ func (p *peer) watch(lanes []*lane.Lane) *lane.Lane {
 
 // connect dials and handshakes the whole lane pool.
 func (p *peer) connect() ([]*lane.Lane, error) {
-	conn, hs, err := p.dial()
+	d := p.c.dialer(p.network, p.addr)
+	conn, hs, err := d.Dial(p.stop)
 	if err != nil {
 		return nil, err
 	}
@@ -295,7 +286,7 @@ func (p *peer) connect() ([]*lane.Lane, error) {
 	cfg := p.c.laneConfig(p.key, p.laneDown)
 	lanes := []*lane.Lane{lane.New(cfg, p.key, conn, hs)}
 	for len(lanes) < n {
-		conn, hs2, err := p.dial()
+		conn, hs2, err := d.Dial(p.stop)
 		if err == nil && hs2.Incarnation != hs.Incarnation {
 			conn.Close()
 			err = fmt.Errorf("%w: server restarted while the pool was being built", ErrConnection)
@@ -309,92 +300,6 @@ func (p *peer) connect() ([]*lane.Lane, error) {
 		lanes = append(lanes, lane.New(cfg, p.key, conn, hs2))
 	}
 	return lanes, nil
-}
-
-// dial opens one connection and performs the handshake on it.
-func (p *peer) dial() (net.Conn, codec.Handshake, error) {
-	var hs codec.Handshake
-	// ctx ends when the peer stops. DialTimeout bounds only the dial and
-	// TLS (dialCtx), as rpcx's ConnectTimeout: the handshake has bounds of
-	// its own (handshake.go).
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-p.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	dialCtx, cancelDial := context.WithTimeout(ctx, p.c.opts.DialTimeout)
-	defer cancelDial()
-	d := net.Dialer{KeepAlive: p.c.opts.TCPKeepAlivePeriod}
-	conn, err := d.DialContext(dialCtx, p.network, p.addr)
-	if err != nil {
-		return nil, hs, err
-	}
-	if cfg := p.c.opts.TLSConfig; cfg != nil {
-		if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
-			// As tls.Dial does: verify the certificate against the host
-			// dialed.
-			cfg = cfg.Clone()
-			cfg.ServerName, _, _ = net.SplitHostPort(p.addr)
-		}
-		tc := tls.Client(conn, cfg)
-		if err := tc.HandshakeContext(dialCtx); err != nil {
-			conn.Close()
-			return nil, hs, err
-		}
-		conn = tc
-	}
-	// Stop ends ctx: the handshake's reads and writes end at once.
-	interrupt := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	hs, err = handshake(p.c.opts.startHandshake(ctx, conn), p.c.authToken(), p.c.opts.MaxFrameBytes, p.c.opts.CompressType)
-	if !interrupt() && err == nil {
-		err = ctx.Err()
-	}
-	if err != nil {
-		conn.Close()
-		return nil, hs, err
-	}
-	conn.SetDeadline(time.Time{})
-	return conn, hs, nil
-}
-
-// handshake asks the server for its batch parameters with an ordinary rpcx
-// request, so a plain rpcx server answers it with "can't find service".
-func handshake(conn net.Conn, auth string, maxBytes int, ct protocol.CompressType) (codec.Handshake, error) {
-	h := codec.HandshakeHeader()
-	meta := map[string]string{codec.MetaMaxFrame: strconv.Itoa(maxBytes), codec.MetaByteCredits: "1"}
-	if ct != protocol.None {
-		meta[codec.MetaCompress] = strconv.Itoa(int(ct))
-	}
-	if auth != "" {
-		meta[share.AuthKey] = auth
-	}
-	if _, err := conn.Write(codec.AppendMessage(nil, &h, codec.ServicePath, codec.MethodHandshake, meta, nil)); err != nil {
-		return codec.Handshake{}, err
-	}
-	for {
-		msg, _, err := codec.ReadMessage(conn, maxBytes, nil)
-		if err != nil {
-			return codec.Handshake{}, err
-		}
-		if msg.Header.MessageType() != protocol.Response || msg.Header.IsHeartbeat() {
-			continue
-		}
-		if msg.Header.MessageStatusType() == protocol.Error {
-			text := msg.Metadata[protocol.ServiceError]
-			if strings.Contains(text, "can't find service") {
-				return codec.Handshake{}, errNoBatchService
-			}
-			return codec.Handshake{}, lane.ServiceError(text)
-		}
-		hs, err := codec.DecodeHandshake(msg.Payload)
-		hs.ReadTimeout = readTimeoutOf(msg.Metadata)
-		hs.WindowBytes = codec.WindowBytesOf(msg.Metadata)
-		return hs, err
-	}
 }
 
 // pick returns a lane for the call, or the plain client (in use until its

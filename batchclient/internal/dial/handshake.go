@@ -1,10 +1,16 @@
-package batchclient
+package dial
 
 import (
 	"context"
 	"net"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/smallnest/rpcx/protocol"
+	"github.com/smallnest/rpcx/share"
+
+	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
 	"github.com/rpcxbatch/rpcxbatch/codec"
 )
 
@@ -27,9 +33,9 @@ type handshakeConn struct {
 // startHandshake sets conn's deadlines for a handshake about to start and
 // returns the conn to run it on; ctx ends when the handshake is abandoned
 // (the peer stops). The caller clears the deadlines after.
-func (o *Options) startHandshake(ctx context.Context, conn net.Conn) net.Conn {
+func (d *Dialer) startHandshake(ctx context.Context, conn net.Conn) net.Conn {
 	now := time.Now()
-	hc := &handshakeConn{Conn: conn, ctx: ctx, silence: o.HeartbeatTimeout, hard: now.Add(o.HandshakeTimeout)}
+	hc := &handshakeConn{Conn: conn, ctx: ctx, silence: d.HeartbeatTimeout, hard: now.Add(d.HandshakeTimeout)}
 	conn.SetWriteDeadline(hc.hard)
 	conn.SetReadDeadline(hc.next(now))
 	if ctx.Err() != nil {
@@ -60,6 +66,42 @@ func (hc *handshakeConn) Read(b []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// handshake asks the server for its batch parameters with an ordinary rpcx
+// request, so a plain rpcx server answers it with "can't find service".
+func handshake(conn net.Conn, auth string, maxBytes int, ct protocol.CompressType) (codec.Handshake, error) {
+	h := codec.HandshakeHeader()
+	meta := map[string]string{codec.MetaMaxFrame: strconv.Itoa(maxBytes), codec.MetaByteCredits: "1"}
+	if ct != protocol.None {
+		meta[codec.MetaCompress] = strconv.Itoa(int(ct))
+	}
+	if auth != "" {
+		meta[share.AuthKey] = auth
+	}
+	if _, err := conn.Write(codec.AppendMessage(nil, &h, codec.ServicePath, codec.MethodHandshake, meta, nil)); err != nil {
+		return codec.Handshake{}, err
+	}
+	for {
+		msg, _, err := codec.ReadMessage(conn, maxBytes, nil)
+		if err != nil {
+			return codec.Handshake{}, err
+		}
+		if msg.Header.MessageType() != protocol.Response || msg.Header.IsHeartbeat() {
+			continue
+		}
+		if msg.Header.MessageStatusType() == protocol.Error {
+			text := msg.Metadata[protocol.ServiceError]
+			if strings.Contains(text, "can't find service") {
+				return codec.Handshake{}, ErrNoBatchService
+			}
+			return codec.Handshake{}, lane.ServiceError(text)
+		}
+		hs, err := codec.DecodeHandshake(msg.Payload)
+		hs.ReadTimeout = readTimeoutOf(msg.Metadata)
+		hs.WindowBytes = codec.WindowBytesOf(msg.Metadata)
+		return hs, err
+	}
 }
 
 // readTimeoutOf returns the server read timeout a handshake response's
