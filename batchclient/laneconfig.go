@@ -29,8 +29,8 @@ func (c *Client) laneConfig(addr string, down chan<- struct{}) lane.Config {
 		},
 		Auth:  c.authToken,
 		Woken: &c.woken,
-		OnPush: func(msg *codec.Message, stop <-chan struct{}) {
-			c.pushed(addr, msg, stop)
+		OnPush: func(msg codec.Message, stop <-chan struct{}) {
+			c.pushed(addr, &msg, stop)
 		},
 		OnDrain: c.drains.mark,
 		Down:    down,

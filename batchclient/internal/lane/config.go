@@ -51,8 +51,10 @@ type Config struct {
 	// OnPush hands over a message the server pushed on the lane (rpcx's
 	// Server.SendMessage); its fields alias the reader's buffer, valid
 	// during the call only. stop closes when the lane dies, and ends a
-	// delivery that waits for room.
-	OnPush func(msg *codec.Message, stop <-chan struct{})
+	// delivery that waits for room. The message goes by value: a pointer
+	// to the reader's message, passed to a function value, would make
+	// the compiler allocate every message the reader reads.
+	OnPush func(msg codec.Message, stop <-chan struct{})
 	// OnDrain is told the lane's address when its server begins to shut
 	// down, before any of the lane's entries fails for it.
 	OnDrain func(addr string)

@@ -89,7 +89,7 @@ func (l *Lane) readLoop() {
 			l.fail(fmt.Errorf("%w: server refused a frame: %s", ErrConnection, msg.Metadata[protocol.ServiceError]))
 			return
 		case isPush(&msg):
-			l.cfg.OnPush(&msg, l.dead) // a handler's Server.SendMessage (Config.OnPush)
+			l.cfg.OnPush(msg, l.dead) // a handler's Server.SendMessage (Config.OnPush)
 		}
 	}
 }
