@@ -188,7 +188,9 @@ func (p *peer) run() {
 				// it). Stop redialling it; a later call starts afresh.
 				p.c.forget(p)
 				p.setState(stateForgotten, nil, err)
-				p.plain.Drop()
+				// Its plain client too, and a dial of it under way (a
+				// SendRaw's): the peer is done with it.
+				p.plain.Close()
 				return
 			}
 			if !p.waitRedial(backoff) {

@@ -13,5 +13,5 @@
 //	slot            broken and none runs    context                   Use within their ctx
 //
 // The rpcx clients a slot holds run rpcx's own goroutines; Slot.Close,
-// CloseIdle, Drop and Retire close those clients.
+// CloseIdle and Retire close those clients.
 package plainconn

@@ -53,7 +53,7 @@ type Slot struct {
 	// CloseIdle sees every call that started. Config's hooks run under it.
 	mu sync.Mutex
 	// cur is the client handed out, nil before the first dial and after
-	// CloseIdle, Drop or Retire took it away.
+	// CloseIdle, Close or Retire took it away.
 	cur *lease
 	// retired are clients Retire took away that calls still use: each is
 	// closed when its last use ends, or by Close.
@@ -277,17 +277,6 @@ func (s *Slot) CloseIdle(then func()) bool {
 		s.cur = nil
 	}
 	return true
-}
-
-// Drop closes the slot's client now, whether calls use it or not (they
-// end with rpcx's ErrShutdown); a later Use dials again.
-func (s *Slot) Drop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cur != nil {
-		closeLease(s.cur)
-		s.cur = nil
-	}
 }
 
 // Close stops the slot: no dial starts any more, a dial under way is
