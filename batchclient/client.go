@@ -14,6 +14,7 @@ import (
 	"github.com/smallnest/rpcx/client"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
+	"github.com/rpcxbatch/rpcxbatch/internal/plainconn"
 )
 
 // Client sends calls, casts and sends to any number of servers, each over a
@@ -40,15 +41,17 @@ type Client struct {
 	// live mirrors peers for lock-free lookups on the call path; it is
 	// written under mu.
 	live sync.Map
-	// mu guards the address tables: peers, stopped (and the plain client
-	// each stopped address holds), and the writes to live and closed that
-	// keep them in step. It is never held across a dial or a peer's
-	// shutdown; peer.plainMu may be held when it is taken (forgetPlain),
-	// never the other way round.
-	mu      sync.Mutex
-	peers   map[string]*peer
-	stopped map[string]*client.Client // plain clients of stopped addresses, made on first use
-	closed  atomic.Bool               // set under mu; read without it on the call path
+	// mu guards the address tables: peers, which addresses are in stopped,
+	// and the writes to live and closed that keep them in step. It is
+	// never held across a dial or a peer's shutdown; a peer's plain slot
+	// lock may be held when it is taken (forgetPlain), never the other way
+	// round.
+	mu    sync.Mutex
+	peers map[string]*peer
+	// stopped holds a plain client slot per address stopped with Stop,
+	// dialled on first use; its own lock is taken under mu.
+	stopped *plainconn.Map
+	closed  atomic.Bool // set under mu; read without it on the call path
 
 	// push holds the channels of server-pushed messages (see push.go).
 	push pushTable
@@ -64,7 +67,8 @@ func New(opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{opts: o, metrics: newClientMetrics(o.Registry), keySeed: maphash.MakeSeed(),
-		peers: make(map[string]*peer), stopped: make(map[string]*client.Client)}
+		peers: make(map[string]*peer)}
+	c.stopped = plainconn.NewMap(ErrClosed, c.stoppedSlotConfig)
 	c.SetAuth(o.Auth)
 	return c, nil
 }
@@ -88,7 +92,7 @@ func (c *Client) plainClient(ctx context.Context, addr string) (plainRef, error)
 		}
 		var pr plainRef
 		if p == nil {
-			pr.pc, err = c.stoppedPlain(ctx, addr)
+			pr, err = c.stoppedPlain(ctx, addr)
 		} else {
 			p.lastUsed.Store(time.Now().UnixNano())
 			pr, err = p.usePlain(ctx)
@@ -154,7 +158,7 @@ func (c *Client) peer(addr string) (*peer, error) {
 	if p := c.peers[addr]; p != nil {
 		return p, nil
 	}
-	if _, ok := c.stopped[addr]; ok {
+	if c.stopped.Lookup(addr) != nil {
 		return nil, nil
 	}
 	network, host := splitAddr(addr)
@@ -167,13 +171,7 @@ func (c *Client) peer(addr string) (*peer, error) {
 // Start connects to addr in the background if the client has no connection
 // to it, and undoes Stop. Poll Info for the outcome.
 func (c *Client) Start(addr string) error {
-	c.mu.Lock()
-	pc := c.stopped[addr]
-	delete(c.stopped, addr)
-	c.mu.Unlock()
-	if pc != nil {
-		pc.Close()
-	}
+	c.stopped.Remove(addr)
 	_, err := c.peer(addr)
 	return err
 }
@@ -186,9 +184,7 @@ func (c *Client) Stop(addr string) {
 	p := c.peers[addr]
 	delete(c.peers, addr)
 	c.live.Delete(addr)
-	if _, ok := c.stopped[addr]; !ok {
-		c.stopped[addr] = nil
-	}
+	c.stopped.Add(addr)
 	c.mu.Unlock()
 	if p != nil {
 		p.shutdown()
@@ -211,16 +207,12 @@ func (c *Client) Info(addr string) Info {
 // ErrClosed.
 func (c *Client) Close() error {
 	c.mu.Lock()
-	peers, plains := c.peers, c.stopped
-	c.peers, c.stopped = map[string]*peer{}, map[string]*client.Client{}
+	peers := c.peers
+	c.peers = map[string]*peer{}
 	c.closed.Store(true)
 	c.live.Clear()
 	c.mu.Unlock()
-	for _, pc := range plains {
-		if pc != nil {
-			pc.Close()
-		}
-	}
+	c.stopped.Close()
 	var wg sync.WaitGroup
 	for _, p := range peers {
 		wg.Add(1)
@@ -248,7 +240,7 @@ func (c *Client) route(ctx context.Context, addr string) (*lane.Lane, plainRef, 
 		var pr plainRef
 		if p == nil {
 			// Stopped: the plain path until Start.
-			pr.pc, err = c.stoppedPlain(ctx, addr)
+			pr, err = c.stoppedPlain(ctx, addr)
 		} else {
 			l, pr, err = p.pick(ctx, key, hasKey)
 		}
@@ -268,49 +260,33 @@ func (c *Client) forget(p *peer) {
 	}
 }
 
-// stoppedPlain returns the plain rpcx client of a stopped address,
-// connecting it on first use or after it broke.
-func (c *Client) stoppedPlain(ctx context.Context, addr string) (*client.Client, error) {
-	c.mu.Lock()
-	pc, ok := c.stopped[addr]
-	c.mu.Unlock()
+// stoppedPlain returns the plain rpcx client of a stopped address in use
+// until its done, connecting it on first use or after it broke.
+func (c *Client) stoppedPlain(ctx context.Context, addr string) (plainRef, error) {
+	slot := c.stopped.Lookup(addr)
 	if c.closed.Load() {
-		return nil, ErrClosed
+		return plainRef{}, ErrClosed
 	}
-	if !ok {
-		return nil, fmt.Errorf("%w: %s was started again", errForgotten, addr)
+	if slot == nil {
+		return plainRef{}, fmt.Errorf("%w: %s was started again", errForgotten, addr)
 	}
-	if pc != nil && !pc.IsShutdown() && !pc.IsClosing() {
-		return pc, nil
-	}
-	// Dialled without the lock, within the caller's context: a slow
-	// connect must hold up neither calls to other addresses nor this
-	// caller past its deadline.
+	u, err := slot.Use(ctx)
+	return plainRef{pc: u.Client, use: u}, err
+}
+
+// stoppedSlotConfig is the plain client slot of the stopped address addr.
+// A slot closed by Start or Close sends its callers back to route
+// (errForgotten), which finds the new peer or ErrClosed.
+func (c *Client) stoppedSlotConfig(addr string) plainconn.Config {
 	network, host := splitAddr(addr)
-	fresh := c.newPlainClient(addr)
-	if err := connectPlain(ctx, fresh, c.opts.RPCX, network, host); err != nil {
-		// As a call whose context ended. The dial's own deadline, taken
-		// from ctx, can fire a moment before ctx's timer marks it done.
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-			return nil, context.DeadlineExceeded
-		}
-		return nil, err
+	return plainconn.Config{
+		Addr:    addr,
+		Stopped: errForgotten,
+		Dial: func(ctx context.Context) (*client.Client, error) {
+			pc := c.newPlainClient(addr)
+			return pc, plainconn.Connect(ctx, pc, c.opts.RPCX, network, host)
+		},
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cur, ok := c.stopped[addr]; !ok || c.closed.Load() || (cur != nil && cur != pc) {
-		// Started again, closed, or someone else connected meanwhile.
-		fresh.Close()
-		if cur != nil && cur != pc {
-			return cur, nil
-		}
-		return nil, fmt.Errorf("%w: %s changed while connecting", errForgotten, addr)
-	}
-	c.stopped[addr] = fresh
-	return fresh, nil
 }
 
 // plainCall is a call over the plain rpcx client. It waits on rpcx's Go

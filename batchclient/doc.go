@@ -39,8 +39,9 @@
 //	internal/lane)                         failure
 //	dial stop watcher  dial.Dialer.Dial,   the dial returning, or   nobody: it ends
 //	                   one per dial        peer.stop                with the dial
-//	plainDial          usePlain, when no   its connect returning;   stopPlainDials
-//	                   plain connect runs  stopPlainDials cancels   (pd.wg)
+//	plain dial         usePlain or         its connect returning;   the slot's Close,
+//	(plainconn.Slot)   stoppedPlain, when  Stop and Close close the from Stop, Start
+//	                   no connect runs     slot, which cancels it   and Close
 //	plainGo            Go, for a call on   its rpcx call ending or  the caller, on
 //	                   the plain path      its context              call.Done
 //	peer shutdown      Close, one per peer peer.shutdown returning  Close (WaitGroup)
@@ -51,8 +52,9 @@
 // Timers and context.AfterFunc callbacks run on goroutines of their own: a
 // Go call's context watch (stopped when the call completes), a dial's
 // interrupt, and retirePlain, ReprobePlain after a plain peer found the
-// plugin, which closes the old plain client. rpcx's own plain clients
-// (the plain fallback and stopped addresses) run rpcx's goroutines; Stop
+// plugin, which closes the old plain client once no call uses it. rpcx's
+// own plain clients (the plain fallback and stopped addresses, both held
+// in internal/plainconn slots) run rpcx's goroutines; Stop
 // and Close close those clients.
 //
 // # Locks

@@ -89,8 +89,8 @@ type Options struct {
 	// server that gains the plugin (a rolling upgrade) is then served by
 	// lanes. It is also asked at once when its plain connection breaks, as
 	// it does when the server restarts. After the switch the plain
-	// connection is kept as long again, for the calls still on it, then
-	// closed. Default 1 minute.
+	// connection is kept as long again, then closed once the calls still
+	// on it are done. Default 1 minute.
 	ReprobePlain time.Duration
 	// SerializeType encodes arguments and replies. Default MsgPack, as rpcx.
 	SerializeType protocol.SerializeType

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/dial"
 	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
+	"github.com/rpcxbatch/rpcxbatch/internal/plainconn"
 )
 
 // Status is the state of the connection to one address, as Info reports it.
@@ -85,17 +85,10 @@ type peer struct {
 
 	// view is the peer's state as callers read it, replaced whole (never
 	// changed in place) at every change, so the call path takes no lock.
-	view        atomic.Pointer[peerView]
-	plainClient *client.Client
-	// plainMu guards plainClient and the plain dialer's dialing and
-	// stopped (plaindial.go); it is held while a call takes plainClient
-	// in use (plainInUse), so forgetPlain sees every call that started.
-	plainMu sync.Mutex
-	// plainInUse counts calls running on plainClient: taken under plainMu
-	// (usePlain), given back by plainRef.done.
-	plainInUse atomic.Int64
-	// pd is the plain client's connect under way (plaindial.go).
-	pd plainDialer
+	view atomic.Pointer[peerView]
+	// plain is the plain rpcx client, its dial and its calls in use
+	// (plaindial.go).
+	plain *plainconn.Slot
 
 	// key is the address as the client's table knows it.
 	key string
@@ -128,7 +121,7 @@ func newPeer(c *Client, key, network, addr string) *peer {
 		laneDown: make(chan struct{}, 64), reprobe: make(chan struct{}, 1), demand: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	p.view.Store(&peerView{state: stateConnecting, changed: make(chan struct{})})
-	p.pd.ctx, p.pd.cancel = context.WithCancel(context.Background())
+	p.plain = newPlainSlot(p)
 	p.lastUsed.Store(time.Now().UnixNano())
 	go p.run()
 	return p
@@ -186,7 +179,9 @@ func (p *peer) run() {
 				// it). Stop redialling it; a later call starts afresh.
 				p.c.forget(p)
 				p.setState(stateForgotten, nil, err)
-				p.closePlain()
+				// Its plain client too, and a dial of it under way (a
+				// SendRaw's): the peer is done with it.
+				p.plain.Close()
 				return
 			}
 			if !p.waitRedial(backoff) {
@@ -361,20 +356,8 @@ func (p *peer) waitReprobe() bool {
 	return true
 }
 
-// plainRef is a plain rpcx client in use by one call; done ends the use.
-// A plain client of a stopped address (Client.stoppedPlain) has no peer.
-type plainRef struct {
-	pc *client.Client
-	p  *peer
-}
-
-func (r plainRef) done() {
-	if r.p != nil {
-		r.p.plainInUse.Add(-1)
-	}
-}
-
-// shutdown stops the manager, waits for it, and closes the plain client.
+// shutdown stops the manager, waits for it, and closes the plain client
+// (cancelling its dial under way).
 func (p *peer) shutdown() {
 	select {
 	case <-p.stop:
@@ -382,57 +365,7 @@ func (p *peer) shutdown() {
 		close(p.stop)
 	}
 	<-p.done
-	p.stopPlainDials()
-	p.closePlain()
-}
-
-// forgetPlain takes an unused plain peer out of the client's table and
-// closes its plain client, unless a call is running on it (a long one,
-// started before ForgetDown): then it reports false, and the peer stays.
-func (p *peer) forgetPlain() bool {
-	// Under plainMu, which usePlain holds to hand the client out: no call
-	// starts on it once it is found unused.
-	p.plainMu.Lock()
-	defer p.plainMu.Unlock()
-	if p.plainInUse.Load() > 0 {
-		return false
-	}
-	p.c.forget(p)
-	p.setState(stateForgotten, nil, nil)
-	if p.plainClient != nil {
-		p.plainClient.Close()
-		p.plainClient = nil
-	}
-	return true
-}
-
-// currentPlain is the peer's plain client, if it has one.
-func (p *peer) currentPlain() *client.Client {
-	p.plainMu.Lock()
-	defer p.plainMu.Unlock()
-	return p.plainClient
-}
-
-// retirePlain closes pc, the plain client of a peer that has since found
-// the batch plugin, unless pc is no longer the peer's or the peer is plain
-// again (its calls use pc).
-func (p *peer) retirePlain(pc *client.Client) {
-	p.plainMu.Lock()
-	defer p.plainMu.Unlock()
-	if p.plainClient != pc || p.view.Load().state == statePlain {
-		return
-	}
-	p.plainClient = nil
-	pc.Close()
-}
-
-func (p *peer) closePlain() {
-	p.plainMu.Lock()
-	if p.plainClient != nil {
-		p.plainClient.Close()
-		p.plainClient = nil
-	}
-	p.plainMu.Unlock()
+	p.plain.Close()
 }
 
 func (p *peer) info() Info {

@@ -2,11 +2,11 @@ package group
 
 import (
 	"context"
-	"sync"
 
 	"github.com/smallnest/rpcx/client"
 	"github.com/smallnest/rpcx/protocol"
 
+	"github.com/rpcxbatch/rpcxbatch/internal/plainconn"
 	"github.com/rpcxbatch/rpcxbatch/selector"
 )
 
@@ -32,15 +32,10 @@ type Caller interface {
 // concurrent use; Close it when done.
 type PlainCaller struct {
 	opt client.Option
-
-	mu     sync.Mutex // guards conns and closed
-	conns  map[string]*plainConn
-	closed bool
-}
-
-type plainConn struct {
-	mu sync.Mutex // guards c; held while connecting, so one caller dials
-	c  *client.Client
+	// conns holds the client of each address (internal/plainconn): one
+	// connect at a time per address, which every caller waits for within
+	// its own context, and Close cancels.
+	conns *plainconn.Map
 }
 
 var _ Caller = (*PlainCaller)(nil)
@@ -48,28 +43,13 @@ var _ Caller = (*PlainCaller)(nil)
 // NewPlainCaller returns a PlainCaller whose clients use opt (for example
 // client.DefaultOption).
 func NewPlainCaller(opt client.Option) *PlainCaller {
-	return &PlainCaller{opt: opt, conns: make(map[string]*plainConn)}
+	p := &PlainCaller{opt: opt}
+	p.conns = plainconn.NewMap(client.ErrShutdown, p.slotConfig)
+	return p
 }
 
-// conn returns a connected client for addr.
-func (p *PlainCaller) conn(addr string) (*client.Client, error) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil, client.ErrShutdown
-	}
-	pc := p.conns[addr]
-	if pc == nil {
-		pc = &plainConn{}
-		p.conns[addr] = pc
-	}
-	p.mu.Unlock()
-
-	pc.mu.Lock()
-	defer pc.mu.Unlock()
-	if pc.c != nil && !pc.c.IsShutdown() && !pc.c.IsClosing() {
-		return pc.c, nil
-	}
+// slotConfig is how the client of addr is made.
+func (p *PlainCaller) slotConfig(addr string) plainconn.Config {
 	network, host := "tcp", selector.Strip(addr)
 	for i := 0; i < len(host); i++ {
 		if host[i] == '@' {
@@ -77,19 +57,20 @@ func (p *PlainCaller) conn(addr string) (*client.Client, error) {
 			break
 		}
 	}
-	c := client.NewClient(p.opt)
-	if err := c.Connect(network, host); err != nil {
-		return nil, err
+	return plainconn.Config{
+		Addr:    addr,
+		Stopped: client.ErrShutdown,
+		Dial: func(ctx context.Context) (*client.Client, error) {
+			c := client.NewClient(p.opt)
+			return c, plainconn.Connect(ctx, c, p.opt, network, host)
+		},
 	}
-	p.mu.Lock()
-	closed := p.closed
-	p.mu.Unlock()
-	if closed {
-		c.Close()
-		return nil, client.ErrShutdown
-	}
-	pc.c = c
-	return c, nil
+}
+
+// conn returns a connected client for addr in use until its Done,
+// waiting for a connect at most as long as ctx allows.
+func (p *PlainCaller) conn(ctx context.Context, addr string) (plainconn.Lease, error) {
+	return p.conns.Use(ctx, addr)
 }
 
 // Call runs service.method at addr over plain rpcx and waits for the
@@ -100,10 +81,12 @@ func (p *PlainCaller) conn(addr string) (*client.Client, error) {
 // writes it); a call abandoned here completes when its reply comes or its
 // connection closes.
 func (p *PlainCaller) Call(ctx context.Context, addr, service, method string, args, reply any) error {
-	c, err := p.conn(addr)
+	u, err := p.conn(ctx, addr)
 	if err != nil {
 		return err
 	}
+	defer u.Done()
+	c := u.Client
 	call := c.Go(ctx, service, method, args, reply, make(chan *client.Call, 1))
 	select {
 	case <-call.Done:
@@ -122,13 +105,16 @@ func (p *PlainCaller) Go(ctx context.Context, addr, service, method string, args
 	if done == nil {
 		done = make(chan *client.Call, 1) // as rpcx's Go does
 	}
-	c, err := p.conn(addr)
+	u, err := p.conn(ctx, addr)
 	if err != nil {
 		call := &client.Call{ServicePath: service, ServiceMethod: method, Args: args, Reply: reply, Error: err, Done: done}
 		done <- call
 		return call
 	}
-	return c.Go(ctx, service, method, args, reply, done)
+	// Nothing here retires a client, so the use can end before the call
+	// does (Close ends it either way).
+	u.Done()
+	return u.Client.Go(ctx, service, method, args, reply, done)
 }
 
 // Cast sends service.method to addr as an rpcx oneway call and returns
@@ -137,10 +123,12 @@ func (p *PlainCaller) Go(ctx context.Context, addr, service, method string, args
 // If ctx ends first it returns ctx's error, and rpcx may still be
 // encoding args.
 func (p *PlainCaller) Cast(ctx context.Context, addr, service, method string, args any) error {
-	c, err := p.conn(addr)
+	u, err := p.conn(ctx, addr)
 	if err != nil {
 		return err
 	}
+	defer u.Done()
+	c := u.Client
 	// rpcx's sender sets the call's error before it completes the call:
 	// read it only after Done.
 	call := c.Go(ctx, service, method, args, nil, make(chan *client.Call, 1))
@@ -156,18 +144,9 @@ func (p *PlainCaller) Cast(ctx context.Context, addr, service, method string, ar
 // Group copies a call's arguments with it).
 func (p *PlainCaller) SerializeType() protocol.SerializeType { return p.opt.SerializeType }
 
-// Close closes every client; later calls fail with client.ErrShutdown.
+// Close closes every client, cancelling connects under way; later calls
+// fail with client.ErrShutdown.
 func (p *PlainCaller) Close() error {
-	p.mu.Lock()
-	conns := p.conns
-	p.conns, p.closed = map[string]*plainConn{}, true
-	p.mu.Unlock()
-	for _, pc := range conns {
-		pc.mu.Lock()
-		if pc.c != nil {
-			pc.c.Close()
-		}
-		pc.mu.Unlock()
-	}
+	p.conns.Close()
 	return nil
 }
