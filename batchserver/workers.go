@@ -45,7 +45,7 @@ func (t task) run(fc *fastcodec.Codec) {
 	}
 	t.c.p.runCall(t.c, t.ec, t.e, fc)
 	if t.e.Kind == codec.KindCast {
-		t.c.credit(t.fr)
+		t.c.credit(t.fr, true)
 	}
 }
 
