@@ -8,7 +8,6 @@ import (
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
 	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
-	"github.com/rpcxbatch/rpcxbatch/internal/stackpad"
 )
 
 const (
@@ -17,7 +16,8 @@ const (
 	// idleWorkerTimeout is how long a parked goroutine is kept unused
 	// before it ends.
 	idleWorkerTimeout = 10 * time.Second
-	// trimEvery is how often parked goroutines are checked for age.
+	// trimEvery is how often parked goroutines are checked for age and
+	// for need.
 	trimEvery = time.Second
 	// maxUnstarted is how many handed-out entries may wait to be scheduled
 	// before the dispatcher lets them run (see workers.pace): a whole frame
@@ -56,29 +56,45 @@ func (t task) run(fc *fastcodec.Codec) {
 // new goroutine being created and its stack grown again (stack growth was
 // a fifth of the server's CPU with a goroutine per entry).
 //
-// As many goroutines are kept as the busiest moment needed, up to
-// maxIdleWorkers: a frame of a thousand entries starts a thousand at once,
-// and with fewer kept the next such frame made up the difference anew
-// (with 10,000 callers, a tenth of the CPU). A goroutine parked unused for
-// idleWorkerTimeout ends; the check runs as goroutines park and at each
-// client heartbeat (trim). All parked goroutines are released when the
+// As many goroutines are kept as the busiest moment of the last seconds
+// needed, up to maxIdleWorkers: a frame of a thousand entries starts a
+// thousand at once, and with fewer kept the next such frame made up the
+// difference anew (with 10,000 callers, a tenth of the CPU). Once a second
+// (trim, as goroutines park and at each client heartbeat) the need is
+// taken anew: the most goroutines busy at once since the last check, or
+// half the need before, whichever is more; parked goroutines beyond the
+// need, less those busy now, end, oldest first, and so does one parked
+// unused for idleWorkerTimeout. A burst so leaves its goroutines parked
+// for a moment, and they end over the next seconds, halving every second,
+// once the load is gone. All parked goroutines are released when the
 // plugin's last connection closes and by Plugin.Close, so an idle server
 // holds none.
+//
+// A worker's stack is not padded (internal/stackpad): on Go 1.26 the
+// padded stacks doubled the server's goroutine stack memory under load
+// (peak RSS 103 against 56-59 MB with 10,000 callers) for no CPU the
+// harness could tell apart from noise (stack copying 2 % of the server's
+// CPU at 1,000 callers without the pad; see the README's performance
+// section).
 //
 // A pond pool (what rpcx's server.WithPool makes, and what the plugin uses
 // when the server has one) in their place, with room for 16,384 workers,
 // was no cheaper: 11.7 against 9.8 CPU µs per call at 100 callers, 13.3
 // against 10.7 at 1,000 (BenchmarkCall's batch load, mean of 3 runs on a
-// busy 2-core machine), and it keeps neither the stack pad nor pace.
+// busy 2-core machine), and it does not pace.
 type workers struct {
 	// unstarted counts entries handed to a goroutine that has not yet
 	// begun to run them.
 	unstarted atomic.Int64
 
-	mu       sync.Mutex   // guards idle, lastTrim and closed
-	idle     []idleWorker // oldest parked first
-	lastTrim time.Time
-	closed   bool
+	mu   sync.Mutex   // guards the fields below
+	idle []idleWorker // oldest parked first
+	// live is the goroutines started and not ended, parked or busy;
+	// peak is the most of them busy at once since the last trim, and need
+	// the parked goroutines a trim keeps (see workers).
+	live, peak, need int
+	lastTrim         time.Time
+	closed           bool
 }
 
 // idleWorker is a parked goroutine: a task sent on ch runs on it, and a
@@ -117,20 +133,23 @@ func (w *workers) run(t task) {
 		ch := w.idle[n-1].ch
 		w.idle[n-1] = idleWorker{}
 		w.idle = w.idle[:n-1]
+		w.notePeakLocked()
 		w.mu.Unlock()
 		ch <- t
 		return
 	}
+	w.live++
+	w.notePeakLocked()
 	w.mu.Unlock()
 	go w.loop(t)
 }
 
+// notePeakLocked records how many goroutines are busy now in the peak.
+func (w *workers) notePeakLocked() {
+	w.peak = max(w.peak, w.live-len(w.idle))
+}
+
 func (w *workers) loop(t task) {
-	// A parked worker would have its stack shrunk at every collection and
-	// grown back by the next entry (a quarter of the server's CPU in the
-	// cast benchmark): see stackpad.
-	var pad stackpad.Pad
-	stackpad.Touch(&pad)
 	ch := make(chan task, 1)
 	var fc fastcodec.Codec
 	for ok := true; ok; {
@@ -141,7 +160,6 @@ func (w *workers) loop(t task) {
 		}
 		t, ok = <-ch
 	}
-	stackpad.Touch(&pad)
 }
 
 // park puts the calling goroutine on the idle list, or reports false when
@@ -151,6 +169,7 @@ func (w *workers) park(ch chan task) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed || len(w.idle) >= maxIdleWorkers {
+		w.live--
 		return false
 	}
 	w.idle = append(w.idle, idleWorker{ch: ch, parked: now})
@@ -160,7 +179,8 @@ func (w *workers) park(ch chan task) bool {
 	return true
 }
 
-// trim ends the goroutines parked unused for idleWorkerTimeout.
+// trim ends the goroutines parked unused for idleWorkerTimeout, and those
+// beyond the recent need.
 func (w *workers) trim(now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -169,11 +189,17 @@ func (w *workers) trim(now time.Time) {
 
 func (w *workers) trimLocked(now time.Time) {
 	w.lastTrim = now
+	busy := w.live - len(w.idle)
+	w.need = max(w.peak, w.need/2)
+	w.peak = busy
+	// Those busy now park again when done: the need counts them.
+	excess := len(w.idle) - max(w.need-busy, 0)
 	old := 0
-	for old < len(w.idle) && now.Sub(w.idle[old].parked) >= idleWorkerTimeout {
+	for old < len(w.idle) && (old < excess || now.Sub(w.idle[old].parked) >= idleWorkerTimeout) {
 		close(w.idle[old].ch)
 		old++
 	}
+	w.live -= old
 	if old > 0 {
 		n := copy(w.idle, w.idle[old:])
 		clear(w.idle[n:])
@@ -187,6 +213,8 @@ func (w *workers) release(closed bool) {
 	w.mu.Lock()
 	idle := w.idle
 	w.idle = nil
+	w.live -= len(idle)
+	w.peak, w.need = w.live, 0
 	w.closed = w.closed || closed
 	w.mu.Unlock()
 	for _, iw := range idle {

@@ -1,0 +1,45 @@
+package batchserver_test
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rpcxbatch/rpcxbatch/batchclient"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
+)
+
+// TestParkedWorkersFollowTheLoad: a burst of concurrent calls leaves its
+// goroutines parked for a moment, but with the connection still open and
+// quiet they end over the next seconds, halving every second, well before
+// the idle timeout (10 s) would end them all at once: the server's
+// goroutines (and their stacks) follow the load down.
+func TestParkedWorkersFollowTheLoad(t *testing.T) {
+	addr, _, _ := startServer(t)
+	c := newClient(t, batchclient.WithHeartbeat(200*time.Millisecond, 5*time.Second))
+	waitConnected(t, c, addr)
+	ctx := ctxT(t, 30*time.Second)
+	base := runtime.NumGoroutine()
+
+	const n = 2000
+	concurrently(t, n, func(i int) error {
+		var r testsvc.Reply
+		return c.Call(ctx, addr, "Arith", "Sleep", &testsvc.Args{A: 300, B: i}, &r)
+	})
+	burstEnd := time.Now()
+	parked := runtime.NumGoroutine() - base
+	require.Greater(t, parked, 100, "goroutines parked after the burst")
+
+	// The lane stays connected and sends heartbeats; the server trims at
+	// each. Before the idle timeout, most are gone.
+	shrunk := eventually(7*time.Second, func() bool { return runtime.NumGoroutine()-base <= parked/4 })
+	require.True(t, shrunk, "%d goroutines above the baseline %v after the burst (%d right after it)",
+		runtime.NumGoroutine()-base, time.Since(burstEnd).Round(time.Millisecond), parked)
+
+	// The server still serves.
+	var r testsvc.Reply
+	require.NoError(t, c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 3}, &r))
+	require.Equal(t, 6, r.C)
+}
