@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
+	"github.com/rpcxbatch/rpcxbatch/batchserver"
 	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
 
@@ -39,6 +40,30 @@ func TestParkedWorkersFollowTheLoad(t *testing.T) {
 		runtime.NumGoroutine()-base, time.Since(burstEnd).Round(time.Millisecond), parked)
 
 	// The server still serves.
+	var r testsvc.Reply
+	require.NoError(t, c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 3}, &r))
+	require.Equal(t, 6, r.C)
+}
+
+// TestQuietConnectionLetsGoOfReplyBuffers: a burst of calls leaves the
+// connection's reply buffers (the frame buffer and the recycled payload
+// buffers) sized by it; once the connection is quiet, the lane's heartbeat
+// lets the server drop them, and the connection still serves.
+func TestQuietConnectionLetsGoOfReplyBuffers(t *testing.T) {
+	addr, _, p := startServer(t)
+	c := newClient(t, batchclient.WithLanes(1))
+	waitConnected(t, c, addr)
+	ctx := ctxT(t, 30*time.Second)
+
+	concurrently(t, 2000, func(i int) error {
+		var r testsvc.Reply
+		return c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: i, B: 2}, &r)
+	})
+	kept := batchserver.KeptReplyBytes(p)
+	require.Greater(t, kept, 0, "reply buffers kept right after the burst")
+	require.True(t, eventually(10*time.Second, func() bool { return batchserver.KeptReplyBytes(p) == 0 }),
+		"%d of %d bytes still kept", batchserver.KeptReplyBytes(p), kept)
+
 	var r testsvc.Reply
 	require.NoError(t, c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 3}, &r))
 	require.Equal(t, 6, r.C)
