@@ -57,3 +57,11 @@ func KeptReplyBytes(p *Plugin) int {
 	}
 	return n
 }
+
+// AssumeWorkerNeed sets the parked goroutines the next trims keep (the
+// need, halved at each trim unless a busier moment raises it).
+func AssumeWorkerNeed(p *Plugin, n int) {
+	p.workers.mu.Lock()
+	defer p.workers.mu.Unlock()
+	p.workers.need = n
+}

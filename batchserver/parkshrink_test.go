@@ -1,7 +1,6 @@
 package batchserver_test
 
 import (
-	"runtime"
 	"testing"
 	"time"
 
@@ -18,11 +17,10 @@ import (
 // the idle timeout (10 s) would end them all at once: the server's
 // goroutines (and their stacks) follow the load down.
 func TestParkedWorkersFollowTheLoad(t *testing.T) {
-	addr, _, _ := startServer(t)
+	addr, _, p := startServer(t)
 	c := newClient(t, batchclient.WithHeartbeat(200*time.Millisecond, 5*time.Second))
 	waitConnected(t, c, addr)
 	ctx := ctxT(t, 30*time.Second)
-	base := runtime.NumGoroutine()
 
 	const n = 2000
 	concurrently(t, n, func(i int) error {
@@ -30,14 +28,14 @@ func TestParkedWorkersFollowTheLoad(t *testing.T) {
 		return c.Call(ctx, addr, "Arith", "Sleep", &testsvc.Args{A: 300, B: i}, &r)
 	})
 	burstEnd := time.Now()
-	parked := runtime.NumGoroutine() - base
+	parked := batchserver.IdleWorkers(p)
 	require.Greater(t, parked, 100, "goroutines parked after the burst")
 
 	// The lane stays connected and sends heartbeats; the server trims at
 	// each. Before the idle timeout, most are gone.
-	shrunk := eventually(7*time.Second, func() bool { return runtime.NumGoroutine()-base <= parked/4 })
-	require.True(t, shrunk, "%d goroutines above the baseline %v after the burst (%d right after it)",
-		runtime.NumGoroutine()-base, time.Since(burstEnd).Round(time.Millisecond), parked)
+	shrunk := eventually(7*time.Second, func() bool { return batchserver.IdleWorkers(p) <= parked/4 })
+	require.True(t, shrunk, "%d goroutines parked %v after the burst (%d right after it)",
+		batchserver.IdleWorkers(p), time.Since(burstEnd).Round(time.Millisecond), parked)
 
 	// The server still serves.
 	var r testsvc.Reply
