@@ -177,9 +177,9 @@ func (w *workers) loop(t task) {
 //
 // The clock is read at every checkEvery-th park only (time.Now was 2 % of
 // the server's CPU at 1,000 callers, one read per entry): a goroutine is
-// stamped with the time of the last check, which a steady load keeps
-// recent and a quiet one leaves to the heartbeats' trims, so the idle
-// timeout counts from at most a little before it parked.
+// stamped with the time of the last trim, which parks under load and the
+// lanes' heartbeats when quiet keep within a second or so, so the idle
+// timeout counts from a little before it parked.
 func (w *workers) park(ch chan task) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
