@@ -77,7 +77,7 @@ func (c *conn) ping() {
 		return
 	}
 	c.pingWanted.Store(true)
-	c.kickLocked()
+	c.kickLocked(false)
 }
 
 // appendPing appends a server heartbeat: an rpcx heartbeat message, which

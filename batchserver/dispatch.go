@@ -51,7 +51,7 @@ func (p *Plugin) runCall(c *conn, ec *entryCtx, e *codec.Entry, fc *fastcodec.Co
 	if e.Kind != codec.KindCall {
 		return
 	}
-	p.reply(c, ec, e, payload, err)
+	p.reply(c, ec, e, payload, err, true)
 }
 
 // guarded runs execute and turns a panic anywhere in it (AuthFunc, a

@@ -28,7 +28,9 @@
 //	                   worker is parked     is full, idle 10 s, the  its handlers
 //	                                        last conn closes, Close
 //	reply writer       conn.kickLocked,     ends when nothing is     Plugin.Close
-//	(writeReplies)     when none runs       queued or conn breaks    (tasks.wait)
+//	(writeReplies)     when none runs; an   queued or conn breaks    (tasks.wait)
+//	                   entry's goroutine
+//	                   runs it in place
 //	send queue         conn.queueSend, when ends when its queue is   Plugin.Close
 //	(runSends)         none runs            empty                    (tasks.wait)
 //	pool feeder (feed) poolFeeder.submit,   ends when its queue is   Plugin.Close

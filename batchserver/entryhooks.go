@@ -80,11 +80,11 @@ func (p *Plugin) refuse(c *conn, ec *entryCtx, e *codec.Entry, err error) {
 	defer ec.end()
 	p.metrics.errRefused.Inc(1)
 	if e.Kind == codec.KindCall {
-		p.reply(c, ec, e, nil, err)
+		p.reply(c, ec, e, nil, err, false)
 		return
 	}
 	p.preWriteOneway(ec, err)
-	c.credit(ec.frame)
+	c.credit(ec.frame, false)
 }
 
 // preHandle runs the PreHandleRequest hooks for the entry. rpcx v1.9.4
@@ -116,8 +116,9 @@ func (p *Plugin) preWriteOneway(ec *entryCtx, err error) {
 // PreWriteResponse (a hook may change its payload, metadata or status),
 // and PostWriteResponse runs once the reply is handed to the connection's
 // writer (as rpcx runs it with AsyncWrite: the reply shares one write with
-// others).
-func (p *Plugin) reply(c *conn, ec *entryCtx, e *codec.Entry, payload []byte, err error) {
+// others). own is true on the goroutine that ran the call, which then
+// writes the reply itself when no writer runs (conn.kickLocked).
+func (p *Plugin) reply(c *conn, ec *entryCtx, e *codec.Entry, payload []byte, err error, own bool) {
 	rp := codec.Reply{ID: e.ID, Payload: payload}
 	if resMeta := ec.responseMetadata(); len(resMeta) > 0 {
 		rp.Metadata = resMeta
@@ -127,7 +128,7 @@ func (p *Plugin) reply(c *conn, ec *entryCtx, e *codec.Entry, payload []byte, er
 	}
 	hs := ec.hooks()
 	if ec.req == nil || hs&(hookPreWrite|hookPostWrite) == 0 {
-		c.queueReply(rp, ec.frame)
+		c.queueReply(rp, ec.frame, own)
 		return
 	}
 	res := responseMessage(ec.req, &rp)
@@ -144,7 +145,7 @@ func (p *Plugin) reply(c *conn, ec *entryCtx, e *codec.Entry, payload []byte, er
 		// may still read res.Payload: the writer gets a copy.
 		rp.Payload = append(c.replyBufs.get(), rp.Payload...)
 	}
-	c.queueReply(rp, ec.frame)
+	c.queueReply(rp, ec.frame, own)
 	if hs&hookPostWrite != 0 {
 		defer p.recoverHook("PostWriteResponse", ec.req)
 		_ = p.hooks.PluginContainer.DoPostWriteResponse(ctx, ec.req, res, err)

@@ -40,3 +40,28 @@ func HeldBytes(p *Plugin) int64 {
 	}
 	return n
 }
+
+// KeptReplyBytes is the capacity the plugin's connections keep for their
+// replies: frame buffers and recycled payload buffers.
+func KeptReplyBytes(p *Plugin) int {
+	n := 0
+	for _, c := range p.allConns(nil) {
+		c.replyMu.Lock()
+		n += cap(c.buf) + cap(c.replies)
+		c.replyMu.Unlock()
+		c.replyBufs.mu.Lock()
+		for _, b := range c.replyBufs.free {
+			n += cap(b)
+		}
+		c.replyBufs.mu.Unlock()
+	}
+	return n
+}
+
+// AssumeWorkerNeed sets the parked goroutines the next trims keep (the
+// need, halved at each trim unless a busier moment raises it).
+func AssumeWorkerNeed(p *Plugin, n int) {
+	p.workers.mu.Lock()
+	defer p.workers.mu.Unlock()
+	p.workers.need = n
+}

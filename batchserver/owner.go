@@ -25,6 +25,16 @@ func (t *tasks) spawn(f func()) {
 	}()
 }
 
+// run runs f on the calling goroutine, owned by t while it runs: Close
+// waits for it as for a goroutine of t's.
+func (t *tasks) run(f func()) {
+	t.mu.Lock()
+	t.n++
+	t.mu.Unlock()
+	defer t.done()
+	f()
+}
+
 func (t *tasks) done() {
 	t.mu.Lock()
 	t.n--

@@ -201,9 +201,18 @@ func (p *Plugin) HandleConnClose(c net.Conn) bool {
 
 // HeartbeatRequest is rpcx's HeartbeatPlugin hook. Lanes send heartbeats
 // while they are quiet, so a quiet server still ends the goroutines it has
-// kept parked unused for a while (see workers).
-func (p *Plugin) HeartbeatRequest(context.Context, *protocol.Message) error {
+// kept parked unused for a while (see workers), and the quiet connection
+// lets go of its reply buffers (see shed.go).
+func (p *Plugin) HeartbeatRequest(ctx context.Context, _ *protocol.Message) error {
 	p.workers.trim(time.Now())
+	if nc, ok := ctx.Value(server.RemoteConnContextKey).(net.Conn); ok {
+		p.connMu.Lock()
+		c := p.conns[nc]
+		p.connMu.Unlock()
+		if c != nil {
+			c.shed()
+		}
+	}
 	return nil
 }
 

@@ -62,7 +62,7 @@ func (c *conn) runSends() {
 				it.ec = entryContext(c, it.e, it.arrived, it.fr)
 			}
 			c.p.runSend(c, it.ec, it.e)
-			c.credit(it.fr)
+			c.credit(it.fr, false)
 			batch[i] = sendItem{}
 		}
 		q.mu.Lock()

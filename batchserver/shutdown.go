@@ -288,5 +288,5 @@ func (c *conn) noticeDrain() {
 		c.replyMu.Unlock()
 		return
 	}
-	c.kickLocked()
+	c.kickLocked(false)
 }

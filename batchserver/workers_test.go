@@ -34,10 +34,13 @@ func TestWorkersKeptThenTrimmed(t *testing.T) {
 	require.True(t, eventually(2*time.Second, func() bool { return batchserver.IdleWorkers(p) >= n/4 }),
 		"parked: %d", batchserver.IdleWorkers(p))
 
-	// Not yet idle long enough: kept.
+	// Not yet idle long enough, and needed a moment ago: at least half
+	// kept (a trim halves the need once the load is gone, and one may
+	// have run since the burst).
 	kept := batchserver.IdleWorkers(p)
 	batchserver.TrimWorkers(p, time.Now())
-	assert.Equal(t, kept, batchserver.IdleWorkers(p))
+	assert.GreaterOrEqual(t, batchserver.IdleWorkers(p), kept/2)
+	kept = batchserver.IdleWorkers(p)
 
 	// Idle past the timeout: ended, and their goroutines are gone.
 	before := runtime.NumGoroutine()

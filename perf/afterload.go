@@ -33,6 +33,9 @@ type afterLoad struct {
 	IdleClient, IdleServer   float64
 	PeakClient, PeakServer   float64
 	AfterClient, AfterServer float64
+	// The runtime's breakdown of each process's memory after the wait
+	// (memdetail.go).
+	AfterClientMem, AfterServerMem MemDetail
 }
 
 // idleRSS takes both processes' RSS before any load, each settled.
@@ -59,6 +62,11 @@ func measureAfterLoad(ctx context.Context, ctl *controlClient, wait time.Duratio
 	}
 	s, err := ctl.rss(ctx)
 	a.AfterClient, a.AfterServer = mb(rssNow()), mb(s)
+	if err != nil {
+		return a, err
+	}
+	a.AfterClientMem = memDetailNow()
+	a.AfterServerMem, err = ctl.mem(ctx)
 	return a, err
 }
 
@@ -69,6 +77,7 @@ func (a afterLoad) print(w io.Writer) {
 	fmt.Fprintf(w, "\nmemory %v after the load (RSS MB idle before / peak / after; back within 20 %% of idle?):\n", a.Wait)
 	fmt.Fprintf(w, "  client %6.0f / %6.0f / %6.0f  %v\n", a.IdleClient, a.PeakClient, a.AfterClient, within(a.AfterClient, a.IdleClient))
 	fmt.Fprintf(w, "  server %6.0f / %6.0f / %6.0f  %v\n", a.IdleServer, a.PeakServer, a.AfterServer, within(a.AfterServer, a.IdleServer))
+	fmt.Fprintf(w, "  client after (MB): %v\n  server after (MB): %v\n", a.AfterClientMem, a.AfterServerMem)
 }
 
 // markdown is the report's section on it.
@@ -80,7 +89,8 @@ func (a afterLoad) markdown() string {
 		"| process | idle MB | peak MB | after MB | after ÷ idle |\n|---|--:|--:|--:|--:|\n"+
 		"| client | %.0f | %.0f | %.0f | %.2f |\n| server | %.0f | %.0f | %.0f | %.2f |\n",
 		a.Wait, a.IdleClient, a.PeakClient, a.AfterClient, a.AfterClient/a.IdleClient,
-		a.IdleServer, a.PeakServer, a.AfterServer, a.AfterServer/a.IdleServer)
+		a.IdleServer, a.PeakServer, a.AfterServer, a.AfterServer/a.IdleServer) +
+		fmt.Sprintf("\nAfter the wait, as the Go runtime sees it (MB):\n\n- client: %v\n- server: %v\n", a.AfterClientMem, a.AfterServerMem)
 }
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }

@@ -86,6 +86,9 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		}
 		got := map[string]Result{}
 		for _, path := range paths {
+			if skipPath(path) {
+				continue
+			}
 			fmt.Fprintf(progress, "point %d/%d: %s %s %s w=%d pace=%dms × %d messages\n",
 				i+1, len(points), pt.Op, path, pt.Payload, pt.Writers, pt.PaceMS, pt.Messages)
 			m, err := runPath(ctx, env, pt, path)
