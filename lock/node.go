@@ -32,9 +32,6 @@ type Node struct {
 	stopped bool       // Close ended the background sends
 	// holders are the open holders of this node, closed by Close.
 	holders map[OwnerID]*Holder
-	// sending counts the one-way messages (Release, Abort, Drop) still
-	// being delivered; Close waits for them.
-	sending int
 	// tombs are the gone holders of other nodes (see tomb.go).
 	tombs     map[OwnerID]tomb
 	nextSweep time.Time
@@ -44,6 +41,11 @@ type Node struct {
 	memo walkMemo
 
 	lostHolders atomic.Int64 // proxies dropped because their node was lost
+	// sending counts the one-way messages (Release, Abort, Drop) still
+	// being delivered (outbox.go); Close waits for them.
+	sending atomic.Int64
+	// undelivered counts the one-way messages given up (see Stats).
+	undelivered atomic.Int64
 }
 
 // Stats are a node's counters.
@@ -51,11 +53,16 @@ type Stats struct {
 	// LostHolders counts the holders of other nodes whose locks this node
 	// dropped because their node was lost or restarted.
 	LostHolders int64
+	// Undelivered counts the one-way messages (Release, Abort, Drop) this
+	// node gave up on: not acknowledged within 30 s of their first try,
+	// tried once while the node was closing, or refused because 65,536
+	// messages were already waiting for their node.
+	Undelivered int64
 }
 
 // Stats returns the node's counters.
 func (n *Node) Stats() Stats {
-	return Stats{LostHolders: n.lostHolders.Load()}
+	return Stats{LostHolders: n.lostHolders.Load(), Undelivered: n.undelivered.Load()}
 }
 
 func newIncarnation() uint64 {
@@ -136,10 +143,8 @@ func (n *Node) Close() error {
 	return nil
 }
 
-func (n *Node) sendsInFlight() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.sending
+func (n *Node) sendsInFlight() int64 {
+	return n.sending.Load()
 }
 
 // isClosed reports whether Close began.
