@@ -88,8 +88,10 @@ func New(cfg Config) (*Node, error) {
 		proxies: make(map[OwnerID]*owner),
 		peers:   make(map[string]*peer),
 		holders: make(map[OwnerID]*Holder),
-		answers: make(map[answerKey]chan int),
 		tombs:   make(map[OwnerID]tomb),
+	}
+	for i := range n.answers {
+		n.answers[i].m = make(map[answerKey]chan int)
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	if cfg.Server != nil {

@@ -21,11 +21,10 @@ type Node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // goroutines the node owns
 
-	// amu guards answers: the requests of this node's holders on other
-	// nodes, whose verdicts may come by Answer. Every remote request
-	// passes here, so it has a mutex of its own.
-	amu     sync.Mutex
-	answers map[answerKey]chan int
+	// answers are the requests of this node's holders on other nodes,
+	// whose verdicts may come by Answer (answer.go). Every remote request
+	// passes here, so they are sharded, each shard with a mutex of its own.
+	answers [answerShards]answerShard
 
 	mu      sync.Mutex // guards what follows
 	closed  bool       // Close began: no new holders, requests or grants

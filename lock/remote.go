@@ -92,7 +92,10 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Close ends the request wherever it waits.
-	defer context.AfterFunc(h.life, cancel)()
+	if !h.withdrawOnClose(cancel) {
+		return ErrClosed
+	}
+	defer h.withdrawOnClose(nil)
 	err := r.ask(ctx, rctx, cancel, order[:1])
 	if err == nil && len(order) > 1 {
 		// Granted on the first node: from here the holder holds something,
@@ -203,8 +206,9 @@ func (r *request) prepare(nd string) func(rctx context.Context) error {
 	args := &AcquireArgs{Owner: h.o.id, Age: h.o.age, Origin: h.n.cfg.Addr, OriginInc: h.n.inc, Seq: r.seq, LastOK: rh.ok, Mode: r.mode, Keys: r.keys, Holds: r.holds, Released: rh.released}
 	return func(rctx context.Context) error {
 		// Registered before the call: the Answer may overtake its reply.
-		ch, forget := h.n.expectAnswer(h.o.id, r.seq, nd)
-		defer forget()
+		k := answerKey{h.o.id, r.seq, nd}
+		ch := h.n.expectAnswer(k)
+		defer h.n.forgetAnswer(k)
 		var rep AcquireReply
 		err := h.n.cfg.Transport.Call(rctx, nd, ServicePath, "Acquire", args, &rep)
 		if err == nil && rep.Code == codeQueued {
