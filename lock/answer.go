@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -64,9 +65,11 @@ func (n *Node) answer(a *AcquireArgs, err error) {
 // Answer delivers the verdict of a request that waited on another node.
 func (s *Service) Answer(ctx context.Context, a *AnswerArgs, _ *Ack) error {
 	n := s.n
-	n.amu.Lock()
-	ch := n.answers[answerKey{a.Owner, a.Seq, a.Node}]
-	n.amu.Unlock()
+	k := answerKey{a.Owner, a.Seq, a.Node}
+	sh := n.answerShard(k)
+	sh.mu.Lock()
+	ch := sh.m[k]
+	sh.mu.Unlock()
 	if ch != nil {
 		select {
 		case ch <- a.Code:
@@ -98,19 +101,38 @@ func (s *Service) Status(ctx context.Context, a *StatusArgs, r *AcquireReply) er
 	return nil
 }
 
-// expectAnswer registers a request about to be sent to node nd, so that
-// its Answer is kept; the returned func forgets it.
-func (n *Node) expectAnswer(id OwnerID, seq uint64, nd string) (chan int, func()) {
-	k := answerKey{id, seq, nd}
+// answerShards is how many parts the table of expected answers is split
+// into, by holder.
+const answerShards = 64
+
+// answerShard is one part of the table of expected answers.
+type answerShard struct {
+	mu sync.Mutex // guards m
+	m  map[answerKey]chan int
+	_  [48]byte // a cache line each: the shards are locked from all cores
+}
+
+func (n *Node) answerShard(k answerKey) *answerShard {
+	return &n.answers[(k.owner.Node^k.owner.Seq)%answerShards]
+}
+
+// expectAnswer registers request k, about to be sent, so that its Answer
+// is kept; forgetAnswer forgets it.
+func (n *Node) expectAnswer(k answerKey) chan int {
 	ch := make(chan int, 1)
-	n.amu.Lock()
-	n.answers[k] = ch
-	n.amu.Unlock()
-	return ch, func() {
-		n.amu.Lock()
-		delete(n.answers, k)
-		n.amu.Unlock()
-	}
+	sh := n.answerShard(k)
+	sh.mu.Lock()
+	sh.m[k] = ch
+	sh.mu.Unlock()
+	return ch
+}
+
+// forgetAnswer forgets request k (see expectAnswer).
+func (n *Node) forgetAnswer(k answerKey) {
+	sh := n.answerShard(k)
+	sh.mu.Lock()
+	delete(sh.m, k)
+	sh.mu.Unlock()
 }
 
 // awaitAnswer waits for the verdict of a request queued on node nd.

@@ -21,7 +21,14 @@ const (
 
 // Transport is how a node reaches the other nodes. *batchclient.Client
 // implements it; any other implementation (plain rpcx clients, for a
-// side-by-side comparison) works the same way.
+// side-by-side comparison) works the same way. A Transport that also has
+// rpcx's asynchronous Go, as *batchclient.Client and PlainTransport do,
+//
+//	Go(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any, done chan *client.Call) *client.Call
+//
+// carries the node's one-way messages (Release, Abort, Drop) with no
+// goroutine per message in flight; over one without it, each message in
+// flight takes a goroutine (at most 64 per node).
 type Transport interface {
 	Call(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any) error
 	Cast(ctx context.Context, addr, servicePath, serviceMethod string, args any) error
@@ -81,8 +88,10 @@ func New(cfg Config) (*Node, error) {
 		proxies: make(map[OwnerID]*owner),
 		peers:   make(map[string]*peer),
 		holders: make(map[OwnerID]*Holder),
-		answers: make(map[answerKey]chan int),
 		tombs:   make(map[OwnerID]tomb),
+	}
+	for i := range n.answers {
+		n.answers[i].m = make(map[answerKey]chan int)
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	if cfg.Server != nil {

@@ -33,16 +33,19 @@
 //	(watchPeers)        Transport
 //	liveness ping, one  watchPeers, each      the ping ending (at most watchPeers
 //	per origin node     round                 NodeTimeout/4), Close
-//	one-way delivery    goSend (Release,      acknowledged, 30 s       Node.Close (wg;
-//	(goSend)            Abort, Drop)          without answer; one try  it waits up to
-//	                                          once Close began         NodeTimeout first)
+//	peer sender, one    castTo or send, the   Node.Close (its context) Node.Close (wg;
+//	per peer: probes,   first message to      or 4 × NodeTimeout idle  it waits up to
+//	verdicts and the    that peer                                      NodeTimeout for the
+//	one-way messages                                                   one-way messages
+//	(Release, Abort,                                                   first)
+//	Drop, outbox.go)
+//	one call in flight  the peer sender, only its completion           Node.Close (wg)
+//	(at most 64 per     over a Transport      (within NodeTimeout)
+//	peer)               without Go
 //	remote request, one Service.Acquire       its verdict (grant,      Node.Close (wg)
 //	per Acquire of      (goOwned)             ctx, Abort, Drop, Close)
 //	another node's                            then one Answer cast
 //	holder
-//	probe sender, one   castTo, the first     Node.Close (its context) Node.Close (wg)
-//	per peer            probe or verdict      or 4 × NodeTimeout idle
-//	                    cast to that peer
 //	request, one per    LockOn, when it asks  its node answering; the  LockOn, which
 //	node asked          two or more nodes at  call withdraws (cancel)  collects every
 //	                    once (3+ nodes; one   on failure or Close      answer
@@ -53,7 +56,9 @@
 // holds no rpcx handler (nor a worker of server.WithPool's pool); the
 // holder's node waits for its Answer, polling Status every NodeTimeout/2.
 //
-// Timers: a queued request's deadlock probe (stopped when the wait ends),
+// Timers: a peer sender's idle, sweep and retry timers and the deadline
+// of its calls' shared context (stopped with the sender); a queued
+// request's deadlock probe (stopped when the wait ends),
 // the Status ticker of a remote wait (stopped when it ends)
 // and a Holder's context.AfterFunc that closes it when its context ends
 // (stopped by Holder.Close).

@@ -16,10 +16,13 @@ type Holder struct {
 	stop func() bool
 	// closing makes Close run once; a second caller waits for the first.
 	closing sync.Once
-	// life ends when the holder is closed: a request to another node runs
-	// under it, so that Close withdraws it.
+	// life ends when the holder is closed.
 	life context.Context
 	end  context.CancelFunc
+	// reqMu guards reqCancel, the cancel of the request to other nodes in
+	// progress: Close calls it (it cannot take mu while a request runs).
+	reqMu     sync.Mutex
+	reqCancel context.CancelFunc
 
 	mu  sync.Mutex // one request at a time; guards what follows
 	seq uint64     // the last request's number
@@ -79,6 +82,11 @@ func (h *Holder) Close() error {
 	h.closing.Do(func() {
 		h.stop()
 		h.end()
+		h.reqMu.Lock()
+		if h.reqCancel != nil {
+			h.reqCancel()
+		}
+		h.reqMu.Unlock()
 		// Ending the owner first makes a request that waits return, so
 		// that the request mutex below is free soon.
 		h.o.drop(h.n.table)
@@ -91,6 +99,21 @@ func (h *Holder) Close() error {
 		h.n.mu.Unlock()
 	})
 	return nil
+}
+
+// withdrawOnClose makes Close call cancel until the request in progress
+// ends (cancel nil); it reports false, having set nothing, when the holder
+// is closed already.
+func (h *Holder) withdrawOnClose(cancel context.CancelFunc) bool {
+	h.reqMu.Lock()
+	defer h.reqMu.Unlock()
+	// Close ends life before it takes reqMu: either it finds cancel here
+	// or this finds life ended.
+	if cancel != nil && h.life.Err() != nil {
+		return false
+	}
+	h.reqCancel = cancel
+	return true
 }
 
 func checkRequest(mode Mode, keys []string) error {

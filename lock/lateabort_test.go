@@ -9,7 +9,7 @@ import (
 )
 
 // delayAbort is a Transport that delivers Abort late, as when its first
-// attempt is lost and goSend retries it, or when it is overtaken by a
+// attempt is lost and the outbox retries it, or when it is overtaken by a
 // later call on another lane: the code expects this ("even if their Abort
 // is still on its way", AcquireArgs.LastOK).
 type delayAbort struct {

@@ -21,20 +21,16 @@ type Node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // goroutines the node owns
 
-	// amu guards answers: the requests of this node's holders on other
-	// nodes, whose verdicts may come by Answer. Every remote request
-	// passes here, so it has a mutex of its own.
-	amu     sync.Mutex
-	answers map[answerKey]chan int
+	// answers are the requests of this node's holders on other nodes,
+	// whose verdicts may come by Answer (answer.go). Every remote request
+	// passes here, so they are sharded, each shard with a mutex of its own.
+	answers [answerShards]answerShard
 
 	mu      sync.Mutex // guards what follows
 	closed  bool       // Close began: no new holders, requests or grants
 	stopped bool       // Close ended the background sends
 	// holders are the open holders of this node, closed by Close.
 	holders map[OwnerID]*Holder
-	// sending counts the one-way messages (Release, Abort, Drop) still
-	// being delivered; Close waits for them.
-	sending int
 	// tombs are the gone holders of other nodes (see tomb.go).
 	tombs     map[OwnerID]tomb
 	nextSweep time.Time
@@ -44,6 +40,11 @@ type Node struct {
 	memo walkMemo
 
 	lostHolders atomic.Int64 // proxies dropped because their node was lost
+	// sending counts the one-way messages (Release, Abort, Drop) still
+	// being delivered (outbox.go); Close waits for them.
+	sending atomic.Int64
+	// undelivered counts the one-way messages given up (see Stats).
+	undelivered atomic.Int64
 }
 
 // Stats are a node's counters.
@@ -51,11 +52,16 @@ type Stats struct {
 	// LostHolders counts the holders of other nodes whose locks this node
 	// dropped because their node was lost or restarted.
 	LostHolders int64
+	// Undelivered counts the one-way messages (Release, Abort, Drop) this
+	// node gave up on: not acknowledged within 30 s of their first try,
+	// tried once while the node was closing, or refused because 65,536
+	// messages were already waiting for their node.
+	Undelivered int64
 }
 
 // Stats returns the node's counters.
 func (n *Node) Stats() Stats {
-	return Stats{LostHolders: n.lostHolders.Load()}
+	return Stats{LostHolders: n.lostHolders.Load(), Undelivered: n.undelivered.Load()}
 }
 
 func newIncarnation() uint64 {
@@ -136,10 +142,8 @@ func (n *Node) Close() error {
 	return nil
 }
 
-func (n *Node) sendsInFlight() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.sending
+func (n *Node) sendsInFlight() int64 {
+	return n.sending.Load()
 }
 
 // isClosed reports whether Close began.

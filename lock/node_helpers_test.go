@@ -126,6 +126,17 @@ func (m *muteTransport) Cast(ctx context.Context, addr, sp, sm string, args any)
 	return m.Transport.Cast(ctx, addr, sp, sm, args)
 }
 
+// Go starts a call like the transport it wraps (which must have Go), so
+// that the node sends its one-way messages as it would without the wrap.
+func (m *muteTransport) Go(ctx context.Context, addr, sp, sm string, args, reply any, done chan *client.Call) *client.Call {
+	if m.muted.Load() {
+		call := &client.Call{ServicePath: sp, ServiceMethod: sm, Args: args, Reply: reply, Error: errMuted, Done: done}
+		done <- call
+		return call
+	}
+	return m.Transport.(asyncTransport).Go(ctx, addr, sp, sm, args, reply, done)
+}
+
 // freeOn reports whether key is neither held nor waited for on n.
 func freeOn(n *Node, key string) bool {
 	_, h, q := n.table.snapshot(key)

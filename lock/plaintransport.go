@@ -16,49 +16,93 @@ import (
 type PlainTransport struct {
 	opt client.Option
 
-	mu      sync.Mutex // guards clients and closed
+	mu      sync.Mutex // guards clients, dials and closed
 	clients map[string]*client.Client
+	dials   map[string]*plainDial // dials in progress, one per address
 	closed  bool
+	wg      sync.WaitGroup // the dials in progress; Close waits for them
+}
+
+// plainDial is a dial in progress; c and err are set before done closes.
+type plainDial struct {
+	done chan struct{}
+	c    *client.Client
+	err  error
 }
 
 // NewPlainTransport returns a PlainTransport whose connections use opt
 // (client.DefaultOption when in doubt).
 func NewPlainTransport(opt client.Option) *PlainTransport {
-	return &PlainTransport{opt: opt, clients: make(map[string]*client.Client)}
+	return &PlainTransport{opt: opt, clients: make(map[string]*client.Client), dials: make(map[string]*plainDial)}
 }
 
-func (p *PlainTransport) client(addr string) (*client.Client, error) {
+// client returns addr's connection, dialing it if need be. The dial runs
+// on a goroutine of its own (one per address, however many callers wait)
+// and without p.mu, so that a caller waits for it only until ctx ends and
+// a node that does not accept connections holds up no call to the others.
+func (p *PlainTransport) client(ctx context.Context, addr string) (*client.Client, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.closed {
+		p.mu.Unlock()
 		return nil, ErrClosed
 	}
 	c := p.clients[addr]
 	if c != nil && !c.IsShutdown() && !c.IsClosing() {
+		p.mu.Unlock()
 		return c, nil
 	}
+	d := p.dials[addr]
+	if d == nil {
+		d = &plainDial{done: make(chan struct{})}
+		p.dials[addr] = d
+		p.wg.Add(1)
+		go p.dial(addr, d)
+	}
+	p.mu.Unlock()
+	select {
+	case <-d.done:
+		return d.c, d.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// dial connects to addr (for up to the option's ConnectTimeout) and
+// publishes the outcome to every caller waiting for it.
+func (p *PlainTransport) dial(addr string, d *plainDial) {
+	defer p.wg.Done()
 	network, address := "tcp", addr
 	if i := strings.Index(addr, "@"); i >= 0 {
 		network, address = addr[:i], addr[i+1:]
 	}
-	c = client.NewClient(p.opt)
-	if err := c.Connect(network, address); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrNodeLost, addr, err)
+	c := client.NewClient(p.opt)
+	err := c.Connect(network, address)
+	p.mu.Lock()
+	delete(p.dials, addr)
+	switch {
+	case err != nil:
+		d.err = fmt.Errorf("%w: %s: %w", ErrNodeLost, addr, err)
+	case p.closed:
+		c.Close()
+		d.err = ErrClosed
+	default:
+		p.clients[addr] = c
+		d.c = c
 	}
-	p.clients[addr] = c
-	return c, nil
+	p.mu.Unlock()
+	close(d.done)
 }
 
 // Call runs servicePath.serviceMethod at addr and waits for its reply.
 func (p *PlainTransport) Call(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any) error {
-	c, err := p.client(addr)
+	c, err := p.client(ctx, addr)
 	if err != nil {
 		return err
 	}
 	// rpcx v1.9.4's Client.Call races with its own send goroutine when ctx
 	// ends first (client.go call vs send); waiting here instead keeps the
 	// race detector quiet and behaves the same for the caller.
-	call := c.Go(context.WithoutCancel(ctx), servicePath, serviceMethod, args, reply, make(chan *client.Call, 1))
+	call := c.Go(ctx, servicePath, serviceMethod, args, reply, make(chan *client.Call, 1))
 	select {
 	case <-call.Done:
 		return call.Error
@@ -70,22 +114,38 @@ func (p *PlainTransport) Call(ctx context.Context, addr, servicePath, serviceMet
 // Cast runs servicePath.serviceMethod at addr without waiting for its
 // reply.
 func (p *PlainTransport) Cast(ctx context.Context, addr, servicePath, serviceMethod string, args any) error {
-	c, err := p.client(addr)
+	c, err := p.client(ctx, addr)
 	if err != nil {
 		return err
 	}
-	c.Go(context.WithoutCancel(ctx), servicePath, serviceMethod, args, &Ack{}, make(chan *client.Call, 1))
+	c.Go(ctx, servicePath, serviceMethod, args, &Ack{}, make(chan *client.Call, 1))
 	return nil
 }
 
-// Close closes every connection.
+// Close closes every connection, and waits for the dials in progress
+// (each ends within the option's ConnectTimeout).
 func (p *PlainTransport) Close() error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.closed = true
 	for a, c := range p.clients {
 		c.Close()
 		delete(p.clients, a)
 	}
+	p.mu.Unlock()
+	p.wg.Wait()
 	return nil
+}
+
+// Go starts servicePath.serviceMethod at addr and returns at once; the
+// call is sent on done when its reply arrives (rpcx's Client.Go, which
+// does not end the call when ctx ends). A failed dial completes it at
+// once.
+func (p *PlainTransport) Go(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any, done chan *client.Call) *client.Call {
+	c, err := p.client(ctx, addr)
+	if err != nil {
+		call := &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args, Reply: reply, Error: err, Done: done}
+		done <- call
+		return call
+	}
+	return c.Go(ctx, servicePath, serviceMethod, args, reply, done)
 }

@@ -3,7 +3,6 @@ package lock
 import (
 	"context"
 	"errors"
-	"net"
 	"testing"
 	"time"
 )
@@ -16,28 +15,7 @@ import (
 // local request must still end by its own deadline.
 func TestLocalWaitHonoursCtxWithFrozenPeer(t *testing.T) {
 	a := serveNode(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	// Accept and hold connections without a byte in reply.
-	go func() {
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
-	frozen := ln.Addr().String()
+	frozen := frozenAddr(t)
 	ctx := context.Background()
 	probe := testHolder(t, a)
 	pctx, pcancel := context.WithTimeout(ctx, 300*time.Millisecond)
@@ -55,7 +33,7 @@ func TestLocalWaitHonoursCtxWithFrozenPeer(t *testing.T) {
 	start := time.Now()
 	lctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	err = h.Lock(lctx, Exclusive, "x")
+	err := h.Lock(lctx, Exclusive, "x")
 	took := time.Since(start)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("local lock: %v", err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 )
 
 // remoteHolds is what a holder holds on one other node.
@@ -93,7 +92,10 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Close ends the request wherever it waits.
-	defer context.AfterFunc(h.life, cancel)()
+	if !h.withdrawOnClose(cancel) {
+		return ErrClosed
+	}
+	defer h.withdrawOnClose(nil)
 	err := r.ask(ctx, rctx, cancel, order[:1])
 	if err == nil && len(order) > 1 {
 		// Granted on the first node: from here the holder holds something,
@@ -106,7 +108,7 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 			h.o.releaseGrant(h.n.table, seq)
 		}
 		for _, nd := range r.asked {
-			h.n.goSend(nd, "Abort", &AbortArgs{Owner: h.o.id, Seq: seq})
+			h.n.send(nd, "Abort", &AbortArgs{Owner: h.o.id, Seq: seq})
 		}
 		return fmt.Errorf("lock %d keys %s on %d nodes: %w", len(keys), mode, len(nodes), err)
 	}
@@ -204,8 +206,9 @@ func (r *request) prepare(nd string) func(rctx context.Context) error {
 	args := &AcquireArgs{Owner: h.o.id, Age: h.o.age, Origin: h.n.cfg.Addr, OriginInc: h.n.inc, Seq: r.seq, LastOK: rh.ok, Mode: r.mode, Keys: r.keys, Holds: r.holds, Released: rh.released}
 	return func(rctx context.Context) error {
 		// Registered before the call: the Answer may overtake its reply.
-		ch, forget := h.n.expectAnswer(h.o.id, r.seq, nd)
-		defer forget()
+		k := answerKey{h.o.id, r.seq, nd}
+		ch := h.n.expectAnswer(k)
+		defer h.n.forgetAnswer(k)
 		var rep AcquireReply
 		err := h.n.cfg.Transport.Call(rctx, nd, ServicePath, "Acquire", args, &rep)
 		if err == nil && rep.Code == codeQueued {
@@ -263,7 +266,7 @@ func (h *Holder) releaseRemote(keys []string) {
 				rh.released = append(rh.released, k)
 			}
 			clear(rh.keys)
-			h.n.goSend(nd, "Release", &ReleaseArgs{Owner: h.o.id, Seq: h.seq, All: true})
+			h.n.send(nd, "Release", &ReleaseArgs{Owner: h.o.id, Seq: h.seq, All: true})
 			continue
 		}
 		for _, k := range keys {
@@ -274,7 +277,7 @@ func (h *Holder) releaseRemote(keys []string) {
 			}
 		}
 		if len(mine) > 0 {
-			h.n.goSend(nd, "Release", &ReleaseArgs{Owner: h.o.id, Keys: mine, Seq: h.seq})
+			h.n.send(nd, "Release", &ReleaseArgs{Owner: h.o.id, Keys: mine, Seq: h.seq})
 		}
 	}
 }
@@ -283,49 +286,7 @@ func (h *Holder) releaseRemote(keys []string) {
 // held.
 func (h *Holder) dropRemote() {
 	for nd, rh := range h.remote {
-		h.n.goSend(nd, "Drop", &DropArgs{Owner: h.o.id, LastSeq: rh.sent})
+		h.n.send(nd, "Drop", &DropArgs{Owner: h.o.id, LastSeq: rh.sent})
 	}
 	h.remote = nil
-}
-
-// goSend delivers a one-way message (Release, Abort, Drop) to node addr in
-// the background, retrying until it is acknowledged, the node is closed or
-// NodeTimeout has passed since the first try: the other node drops the
-// locks of a node it cannot reach for that long by itself.
-func (n *Node) goSend(addr, method string, args any) {
-	n.mu.Lock()
-	if n.stopped {
-		n.mu.Unlock()
-		return
-	}
-	n.sending++
-	n.wg.Add(1)
-	n.mu.Unlock()
-	go func() {
-		defer n.wg.Done()
-		defer func() {
-			n.mu.Lock()
-			n.sending--
-			n.mu.Unlock()
-		}()
-		giveUp := time.Now().Add(30 * time.Second)
-		backoff := 10 * time.Millisecond
-		for {
-			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NodeTimeout)
-			err := n.cfg.Transport.Call(ctx, addr, ServicePath, method, args, &Ack{})
-			cancel()
-			// A closing node tries once: its Ping then answers as a node
-			// that ended, which makes what this message would undo
-			// obsolete on the other node anyway.
-			if err == nil || n.ctx.Err() != nil || n.isClosed() || time.Now().After(giveUp) {
-				return
-			}
-			select {
-			case <-n.ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 500*time.Millisecond)
-		}
-	}()
 }

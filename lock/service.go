@@ -101,6 +101,34 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 	if a.Seq-1 > o.aborted {
 		o.aborted = a.Seq - 1
 	}
+	// Registered under the same lock as the checks above, so that a later
+	// request always finds this one and waits for it. Its cancel is set
+	// once it has a context of its own (a request that must wait).
+	done := make(chan struct{})
+	o.pending[a.Seq] = pendingReq{cancel: func() {}, done: done}
+	o.mu.Unlock()
+	if len(earlier) == 0 {
+		o.releaseFailed(n.table, a.LastOK, a.Seq)
+		for _, k := range a.Released {
+			o.release(n.table, k, a.Seq-1)
+		}
+		// Most requests need no wait: taken on this goroutine, at once,
+		// without a context of their own.
+		if o.takeNow(n.table, a.Keys, a.Mode, a.Seq) {
+			r.set(s.settleAcquire(o, a, ctx, nil, false))
+			close(done)
+			return nil
+		}
+	}
+	s.acquireWaiting(ctx, o, a, r, done, earlier)
+	return nil
+}
+
+// acquireWaiting is Acquire for a request that waits: for the holder's
+// earlier requests here to end, or for its keys. Its verdict is Acquire's
+// reply when it comes while the handler runs, else an Answer.
+func (s *Service) acquireWaiting(ctx context.Context, o *owner, a *AcquireArgs, r *AcquireReply, done chan struct{}, earlier []chan struct{}) {
+	n := s.n
 	// The request outlives this handler when it must wait: its context
 	// keeps the caller's deadline but not the handler's end.
 	cctx := context.WithoutCancel(ctx)
@@ -108,11 +136,13 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 	if d, ok := ctx.Deadline(); ok {
 		cctx, cancelDeadline = context.WithDeadline(cctx, d)
 	}
-	// Registered under the same lock as the checks above, so that a later
-	// request always finds this one and waits for it.
 	rctx, cancel := context.WithCancel(cctx)
-	done := make(chan struct{})
+	o.mu.Lock()
 	o.pending[a.Seq] = pendingReq{cancel: cancel, done: done}
+	if a.Seq <= o.aborted {
+		// Withdrawn (Abort, or a later request) before it had a context.
+		cancel()
+	}
 	o.mu.Unlock()
 	stopNode := context.AfterFunc(n.ctx, cancel)
 	finish := func(err error, late bool) {
@@ -127,23 +157,23 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 			r.set(err)
 		}
 	}
-	for _, d := range earlier {
-		select {
-		case <-d:
-		case <-rctx.Done():
-			finish(rctx.Err(), false)
-			return nil
+	if len(earlier) > 0 {
+		for _, d := range earlier {
+			select {
+			case <-d:
+			case <-rctx.Done():
+				finish(rctx.Err(), false)
+				return
+			}
 		}
-	}
-	o.releaseFailed(n.table, a.LastOK, a.Seq)
-	for _, k := range a.Released {
-		o.release(n.table, k, a.Seq-1)
-	}
-
-	// Most requests need no wait: taken on this goroutine, at once.
-	if o.takeNow(n.table, a.Keys, a.Mode, a.Seq) {
-		finish(nil, false)
-		return nil
+		o.releaseFailed(n.table, a.LastOK, a.Seq)
+		for _, k := range a.Released {
+			o.release(n.table, k, a.Seq-1)
+		}
+		if o.takeNow(n.table, a.Keys, a.Mode, a.Seq) {
+			finish(nil, false)
+			return
+		}
 	}
 	queued := make(chan struct{})
 	result := make(chan error, 1)
@@ -157,7 +187,7 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 		}
 	}) {
 		finish(ErrClosed, false)
-		return nil
+		return
 	}
 	select {
 	case err := <-result:
@@ -165,7 +195,6 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 	case <-queued:
 		r.Code = codeQueued
 	}
-	return nil
 }
 
 // settleAcquire ends request a of proxy o with the verdict of its take and

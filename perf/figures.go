@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -13,8 +12,8 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
 )
 
 // The figures: throughput against writer count, plain vs batch, one panel
@@ -79,7 +78,7 @@ func drawFigures(dir string, results []Result, cs []Ceiling) ([]figure, error) {
 			p.Y.Max = ymax * 1.05
 		}
 		name := fmt.Sprintf("throughput-%s.svg", g.slug())
-		if err := saveRow(row, filepath.Join(dir, name)); err != nil {
+		if err := benchkit.SaveRow(row, 12*vg.Centimeter, filepath.Join(dir, name)); err != nil {
 			return nil, err
 		}
 		// The side-by-side figure goes first in the report.
@@ -174,28 +173,6 @@ func paceText(ms int) string {
 		return "closed loop"
 	}
 	return fmt.Sprintf("pace %d ms", ms)
-}
-
-// saveRow draws plots side by side into one SVG.
-func saveRow(row []*plot.Plot, file string) error {
-	w, h := vg.Length(len(row))*12*vg.Centimeter, 10*vg.Centimeter
-	img := vgsvg.New(w, h)
-	dc := draw.New(img)
-	t := draw.Tiles{Rows: 1, Cols: len(row), PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 2,
-		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-	canvases := plot.Align([][]*plot.Plot{row}, t, dc)
-	for j, p := range row {
-		p.Draw(canvases[0][j])
-	}
-	f, err := os.Create(file)
-	if err != nil {
-		return fmt.Errorf("figure %s: %w", file, err)
-	}
-	if _, err := img.WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("figure %s: %w", file, err)
-	}
-	return f.Close()
 }
 
 // siTicks labels a linear axis 0, 50k, 100k, 1.5M rather than 1e+05.

@@ -1,9 +1,9 @@
 package main
 
 import (
-	"fmt"
 	"os"
-	"runtime/pprof"
+
+	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
 )
 
 // profileEnv, when set to a path prefix, makes both processes write a CPU
@@ -18,16 +18,5 @@ func startCPUProfile(role string) (stop func(), err error) {
 	if prefix == "" {
 		return func() {}, nil
 	}
-	f, err := os.Create(prefix + "." + role + ".pprof")
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", profileEnv, err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s: %w", profileEnv, err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}, nil
+	return benchkit.StartCPUProfile(profileEnv, prefix+"."+role+".pprof")
 }

@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
 )
 
 // writeReport writes the report folder: report.md (throughput tables with
@@ -161,23 +163,8 @@ func notes(plain, batch Result) string {
 	return strings.Join(n, "; ")
 }
 
-// thousands formats v rounded, with thin separators: 1,234,567.
-func thousands(v float64) string {
-	s := fmt.Sprintf("%.0f", v)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var out []byte
-	for i := range len(s) {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			out = append(out, ',')
-		}
-		out = append(out, s[i])
-	}
-	if neg {
-		return "-" + string(out)
-	}
-	return string(out)
-}
+// thousands formats v rounded, with separators: 1,234,567.
+var thousands = benchkit.Thousands
 
 func optThousands(v *float64) string {
 	if v == nil {

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"syscall"
 	"time"
+
+	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
 )
 
 // serverProc is the server process the harness started; stop ends it.
@@ -25,30 +25,14 @@ type serverProc struct {
 // inside a network namespace (prefix is then "ip netns exec NAME"), and
 // waits for it to report its addresses.
 func startServer(ctx context.Context, host string, prefix []string, stderr io.Writer) (*serverProc, error) {
-	exe, err := os.Executable()
+	// Its own process group and Pdeathsig (see StartChild); stdin's EOF
+	// covers the rest.
+	ch, err := benchkit.StartChild("server", prefix, []string{roleEnv + "=" + roleServer, listenEnv + "=" + host}, stderr)
 	if err != nil {
-		return nil, fmt.Errorf("find own binary: %w", err)
+		return nil, err
 	}
-	argv := append(append([]string{}, prefix...), exe)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), roleEnv+"="+roleServer, listenEnv+"="+host)
-	cmd.Stderr = stderr
-	// Its own process group: a ^C in the terminal reaches the harness only,
-	// which then stops the server in order. Pdeathsig covers the harness
-	// being killed outright; stdin's EOF covers the rest.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, fmt.Errorf("server stdin: %w", err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, fmt.Errorf("server stdout: %w", err)
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start server %s: %w", exe, err)
-	}
-	sp := &serverProc{cmd: cmd, stdin: stdin, exited: make(chan struct{})}
+	cmd, stdout := ch.Cmd, ch.Stdout
+	sp := &serverProc{cmd: cmd, stdin: ch.Stdin, exited: make(chan struct{})}
 
 	type ready struct {
 		addr, ctrl string

@@ -3,14 +3,14 @@ package main
 import (
 	"fmt"
 	"image/color"
-	"os"
 	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
 )
 
 // The figure: one panel per design, a bar per engine (median locks/s),
@@ -50,24 +50,7 @@ func drawFigure(file string, sums []summary) error {
 	if len(row) == 0 {
 		return nil
 	}
-	w, h := vg.Length(len(row))*11*vg.Centimeter, 10*vg.Centimeter
-	img := vgsvg.New(w, h)
-	dc := draw.New(img)
-	t := draw.Tiles{Rows: 1, Cols: len(row), PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 2,
-		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-	canvases := plot.Align([][]*plot.Plot{row}, t, dc)
-	for j, p := range row {
-		p.Draw(canvases[0][j])
-	}
-	f, err := os.Create(file)
-	if err != nil {
-		return fmt.Errorf("figure %s: %w", file, err)
-	}
-	if _, err := img.WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("figure %s: %w", file, err)
-	}
-	return f.Close()
+	return benchkit.SaveRow(row, 11*vg.Centimeter, file)
 }
 
 func designPlot(design int, ss []summary) (*plot.Plot, error) {

@@ -3,8 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
-	"runtime/pprof"
 	"strings"
+
+	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
 )
 
 // profileEnv, when set to a path prefix, makes every node write a CPU
@@ -20,16 +21,5 @@ func startProfile(sp Spec) (stop func(), err error) {
 		return func() {}, nil
 	}
 	name := fmt.Sprintf("%s.d%d-%s-n%d.pprof", prefix, sp.Design, strings.ReplaceAll(sp.Engine, " ", "-"), sp.NodeID)
-	f, err := os.Create(name)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", profileEnv, err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s: %w", profileEnv, err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}, nil
+	return benchkit.StartCPUProfile(profileEnv, name)
 }

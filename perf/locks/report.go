@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
 )
 
 // summary is the median run of one point.
@@ -207,22 +209,7 @@ func floats(v []float64, prec int) string {
 }
 
 // thousands formats v rounded, with separators: 1,234,567.
-func thousands(v float64) string {
-	s := fmt.Sprintf("%.0f", v)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var out []byte
-	for i := range len(s) {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			out = append(out, ',')
-		}
-		out = append(out, s[i])
-	}
-	if neg {
-		return "-" + string(out)
-	}
-	return string(out)
-}
+var thousands = benchkit.Thousands
 
 func commandLine() string {
 	return strings.TrimSpace("go run ./perf/locks " + strings.Join(os.Args[1:], " "))

@@ -9,8 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
 )
 
 // nodeProc is a lock node process the harness started; stop ends it.
@@ -25,28 +26,12 @@ type nodeProc struct {
 // startNode re-executes this binary as a lock node whose cross-node
 // traffic goes over transport, and waits for its address.
 func startNode(ctx context.Context, transport string, nodeTimeout time.Duration) (*nodeProc, error) {
-	exe, err := os.Executable()
+	ch, err := benchkit.StartChild("node", nil, []string{roleEnv + "=" + roleNode, transportEnv + "=" + transport, timeoutEnv + "=" + nodeTimeout.String()}, os.Stderr)
 	if err != nil {
-		return nil, fmt.Errorf("find own binary: %w", err)
+		return nil, err
 	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), roleEnv+"="+roleNode, transportEnv+"="+transport, timeoutEnv+"="+nodeTimeout.String())
-	cmd.Stderr = os.Stderr
-	// Its own process group, so a ^C reaches the harness only, which then
-	// stops the nodes; Pdeathsig covers the harness being killed outright.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, fmt.Errorf("node stdin: %w", err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, fmt.Errorf("node stdout: %w", err)
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start node %s: %w", exe, err)
-	}
-	np := &nodeProc{cmd: cmd, stdin: stdin, lines: make(chan string, 4), exited: make(chan struct{})}
+	cmd, stdout := ch.Cmd, ch.Stdout
+	np := &nodeProc{cmd: cmd, stdin: ch.Stdin, lines: make(chan string, 4), exited: make(chan struct{})}
 	go func() { // ends when the node's stdout closes, at its exit
 		defer close(np.lines)
 		sc := bufio.NewScanner(stdout)
