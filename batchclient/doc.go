@@ -61,7 +61,7 @@
 //
 // Client.mu guards the address tables (peers, stopped); pushTable.mu the
 // push channels (the lanes' readers take it shared); drainSet.mu the set
-// of draining addresses; peer.plainMu the plain client (plaindial.go).
-// Each is commented where it is declared with what it guards. A lane's
+// of draining addresses. A peer's plain client is an internal/plainconn
+// slot, which guards it with a lock of its own. Each is commented where it is declared with what it guards. A lane's
 // own locks are package lane's; the Client never takes them.
 package batchclient
