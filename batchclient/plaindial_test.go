@@ -5,9 +5,7 @@ package batchclient_test
 import (
 	"context"
 	"net"
-	"os"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/synstall"
 	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
 
@@ -46,41 +45,12 @@ func (g *gatedListener) Close() error {
 	return g.Listener.Close()
 }
 
-// backlogZeroListener listens on loopback with an accept backlog of 0: once
-// one connection waits to be accepted, the kernel drops further SYNs, as a
-// firewall that drops them would.
-func backlogZeroListener(t *testing.T) net.Listener {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	require.NoError(t, err)
-	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
-	require.NoError(t, syscall.Listen(fd, 0))
-	f := os.NewFile(uintptr(fd), "backlog0")
-	ln, err := net.FileListener(f)
-	f.Close()
-	require.NoError(t, err)
-	return ln
-}
-
-// dropSYNs fills addr's accept queue, and reports once a dial to it hangs.
-func dropSYNs(t *testing.T, addr string) {
-	t.Helper()
-	for i := 0; i < 16; i++ {
-		c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond)
-		if err != nil {
-			return // the queue is full: SYNs are dropped now
-		}
-		t.Cleanup(func() { c.Close() })
-	}
-	t.Fatal("the accept queue did not fill up")
-}
-
 // startSYNDroppingPlainServer serves Arith over plain rpcx, answers the
 // lane handshake of one client (so it knows the server is plain), and then
 // drops every SYN.
 func startSYNDroppingPlainServer(t *testing.T) string {
 	t.Helper()
-	ln := &gatedListener{Listener: backlogZeroListener(t), left: 1, closed: make(chan struct{})}
+	ln := &gatedListener{Listener: synstall.Listener(t), left: 1, closed: make(chan struct{})}
 	s := server.NewServer()
 	require.NoError(t, s.RegisterName("Arith", new(testsvc.Arith), ""))
 	go s.ServeListener("tcp", ln)
@@ -100,7 +70,7 @@ func plainPeer(t *testing.T, addr string, opts ...batchclient.Option) *batchclie
 		require.True(t, time.Now().Before(deadline), "not found plain: %+v", c.Info(addr))
 		time.Sleep(5 * time.Millisecond)
 	}
-	dropSYNs(t, addr)
+	synstall.Fill(t, addr)
 	return c
 }
 

@@ -4,9 +4,6 @@ package group_test
 
 import (
 	"context"
-	"net"
-	"os"
-	"syscall"
 	"testing"
 	"time"
 
@@ -14,39 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rpcxbatch/rpcxbatch/group"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/synstall"
 	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
-
-// stalledAddr returns a loopback address whose dials hang: it listens with
-// an accept backlog of 0 and never accepts, and its queue is filled, so the
-// kernel drops further SYNs, as a firewall that drops them would.
-func stalledAddr(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	require.NoError(t, err)
-	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
-	require.NoError(t, syscall.Listen(fd, 0))
-	f := os.NewFile(uintptr(fd), "backlog0")
-	ln, err := net.FileListener(f)
-	f.Close()
-	require.NoError(t, err)
-	t.Cleanup(func() { ln.Close() })
-	addr := ln.Addr().String()
-	for i := 0; i < 16; i++ {
-		c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond)
-		if err != nil {
-			return addr // the queue is full: SYNs are dropped now
-		}
-		t.Cleanup(func() { c.Close() })
-	}
-	t.Fatal("the accept queue did not fill up")
-	return ""
-}
 
 // A PlainCaller's call to a node that does not answer its SYNs returns by
 // the call's deadline, not after rpcx's ConnectTimeout.
 func TestPlainCallerDialHonoursCallerDeadline(t *testing.T) {
-	addr := stalledAddr(t)
+	addr := synstall.Addr(t)
 	opt := client.DefaultOption
 	opt.ConnectTimeout = 4 * time.Second
 	pc := group.NewPlainCaller(opt)
@@ -73,7 +45,7 @@ func TestPlainCallerDialHonoursCallerDeadline(t *testing.T) {
 // Close does not wait for a connect under way, and the call waiting for it
 // fails with client.ErrShutdown.
 func TestPlainCallerCloseInterruptsDial(t *testing.T) {
-	addr := stalledAddr(t)
+	addr := synstall.Addr(t)
 	opt := client.DefaultOption
 	opt.ConnectTimeout = 8 * time.Second
 	pc := group.NewPlainCaller(opt)

@@ -5,50 +5,13 @@ package lock
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/smallnest/rpcx/client"
-)
 
-// stuckAddr returns the loopback address of a node that is frozen with a
-// full accept queue (a SIGSTOPped process that other clients connected
-// to): its kernel drops further SYNs, so a dial there hangs until the
-// dialer's own timeout.
-func stuckAddr(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Listen(fd, 0); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
-	// Fill the accept queue; nobody accepts.
-	for i := 0; ; i++ {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err != nil {
-			break
-		}
-		t.Cleanup(func() { c.Close() })
-		if i == 16 {
-			t.Fatalf("%s accepted 16 connections with a backlog of 0: cannot make a stuck node", addr)
-		}
-	}
-	return addr
-}
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/synstall"
+)
 
 // A call over PlainTransport to a frozen node returns by the caller's
 // deadline, even while the dial hangs, and a dial that hangs does not hold
@@ -59,7 +22,7 @@ func TestPlainTransportHonoursDeadlineOfStuckDial(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(killLive)
-	stuck := stuckAddr(t)
+	stuck := synstall.Addr(t)
 	opt := client.DefaultOption
 	opt.ConnectTimeout = 2 * time.Second
 	p := NewPlainTransport(opt)

@@ -4,10 +4,7 @@ package plainconn_test
 
 import (
 	"context"
-	"net"
-	"os"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,38 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rpcxbatch/rpcxbatch/internal/plainconn"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/synstall"
 )
-
-// stalledAddr returns a loopback address whose dials hang: it listens with
-// an accept backlog of 0 and never accepts, and its queue is filled, so the
-// kernel drops further SYNs, as a firewall that drops them would.
-func stalledAddr(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	require.NoError(t, err)
-	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
-	require.NoError(t, syscall.Listen(fd, 0))
-	f := os.NewFile(uintptr(fd), "backlog0")
-	ln, err := net.FileListener(f)
-	f.Close()
-	require.NoError(t, err)
-	t.Cleanup(func() { ln.Close() })
-	addr := ln.Addr().String()
-	for i := 0; i < 16; i++ {
-		c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond)
-		if err != nil {
-			return addr // the queue is full: SYNs are dropped now
-		}
-		t.Cleanup(func() { c.Close() })
-	}
-	t.Fatal("the accept queue did not fill up")
-	return ""
-}
 
 // Each caller waits for a dial no longer than its own deadline, not for
 // rpcx's ConnectTimeout, and they share one dial.
 func TestDialHonoursCallerDeadline(t *testing.T) {
-	addr := stalledAddr(t)
+	addr := synstall.Addr(t)
 	opt := client.DefaultOption
 	opt.ConnectTimeout = 5 * time.Second
 	d := &dialCounter{}
@@ -81,7 +53,7 @@ func TestDialHonoursCallerDeadline(t *testing.T) {
 // Close interrupts a dial under way at once, and the caller waiting for it
 // hears that the slot stopped.
 func TestCloseInterruptsDial(t *testing.T) {
-	addr := stalledAddr(t)
+	addr := synstall.Addr(t)
 	opt := client.DefaultOption
 	opt.ConnectTimeout = 8 * time.Second
 	d := &dialCounter{started: make(chan struct{}, 1)}
