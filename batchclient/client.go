@@ -162,7 +162,7 @@ func (c *Client) peer(addr string) (*peer, error) {
 		return nil, nil
 	}
 	network, host := splitAddr(addr)
-	p := newPeer(c, addr, network, host)
+	p := newPeer(c.peerEnv(addr, network, host), addr, network, host)
 	c.peers[addr] = p
 	c.live.Store(addr, p)
 	return p, nil

@@ -11,9 +11,12 @@
 //   - peer.go, plaindial.go, redial.go, drain.go: one peer per address,
 //     a state machine (connecting, batch, plain, down, stopped,
 //     forgotten) run by one goroutine that connects the pool of lanes,
-//     falls back to plain rpcx, reprobes and forgets. laneconfig.go
-//     hands each lane its lane.Config and each peer its dial.Dialer: the
-//     client's options, instruments and hooks as values.
+//     falls back to plain rpcx, reprobes and forgets. A peer holds no
+//     pointer to the Client: peerenv.go hands it a peerEnv value (the
+//     options it reads, its instruments, the round-robin counter it
+//     shares, its lane.Config and dial.Dialer from laneconfig.go, and the
+//     Client's hooks as function values: forget, pushLost, stopCause,
+//     the drain marks, the plain client's constructor).
 //   - internal/dial: one lane connection: dial, TLS, and the lane
 //     handshake.
 //   - internal/lane: one lane per connection: the queue and its
@@ -62,6 +65,7 @@
 // Client.mu guards the address tables (peers, stopped); pushTable.mu the
 // push channels (the lanes' readers take it shared); drainSet.mu the set
 // of draining addresses. A peer's plain client is an internal/plainconn
-// slot, which guards it with a lock of its own. Each is commented where it is declared with what it guards. A lane's
-// own locks are package lane's; the Client never takes them.
+// slot, which guards it with a lock of its own. Each is commented where
+// it is declared with what it guards. A lane's own locks are package
+// lane's; the Client never takes them.
 package batchclient

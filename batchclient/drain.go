@@ -31,7 +31,7 @@ var ErrDraining = lane.ErrDraining
 // the calls written to the pool get their replies, then the pool is closed
 // and the manager reconnects. It reports false on Stop.
 func (p *peer) drainPool(lanes []*lane.Lane) bool {
-	p.c.drains.mark(p.key)
+	p.env.drainMark(p.key)
 	p.setState(stateDown, nil, fmt.Errorf("%w: %s", ErrDraining, p.addr))
 	for _, l := range lanes {
 		l.Drain()

@@ -7,10 +7,11 @@ import (
 )
 
 // laneConfig is the configuration of a lane to addr (the address as the
-// client's table knows it) that tells down when it fails or drains: the
-// client's options, its instruments, and its hooks, as values, so that a
-// lane holds no pointer back to the Client.
-func (c *Client) laneConfig(addr string, down chan<- struct{}) lane.Config {
+// client's table knows it): the client's options, its instruments, and its
+// hooks, as values, so that a lane holds no pointer back to the Client.
+// Down, the channel told when the lane fails or drains, is the peer's to
+// set.
+func (c *Client) laneConfig(addr string) lane.Config {
 	o, m := &c.opts, c.metrics
 	return lane.Config{
 		BatchCap:          o.BatchCap,
@@ -33,15 +34,14 @@ func (c *Client) laneConfig(addr string, down chan<- struct{}) lane.Config {
 			c.pushed(addr, &msg, stop)
 		},
 		OnDrain: c.drains.mark,
-		Down:    down,
 	}
 }
 
 // dialer opens the lane connections to addr on network, with the
 // client's options as values.
-func (c *Client) dialer(network, addr string) *dial.Dialer {
+func (c *Client) dialer(network, addr string) dial.Dialer {
 	o := &c.opts
-	return &dial.Dialer{
+	return dial.Dialer{
 		Network: network, Addr: addr,
 		DialTimeout:      o.DialTimeout,
 		KeepAlive:        o.TCPKeepAlivePeriod,

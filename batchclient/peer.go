@@ -72,14 +72,15 @@ func (p *peer) unused(downSince time.Time) bool {
 	if last.Before(downSince) {
 		last = downSince
 	}
-	return time.Since(last) > p.c.opts.ForgetDown
+	return time.Since(last) > p.env.forgetDown
 }
 
 // peer is the client's connection to one address: a manager goroutine that
 // connects, watches and reconnects the lane pool in the background, and the
 // plain rpcx client used where the batch path does not apply.
 type peer struct {
-	c       *Client
+	// env is what the peer needs from its Client (peerenv.go).
+	env     peerEnv
 	network string
 	addr    string
 
@@ -116,10 +117,12 @@ type peerView struct {
 	changed chan struct{}
 }
 
-func newPeer(c *Client, key, network, addr string) *peer {
-	p := &peer{c: c, key: key, network: network, addr: addr,
+func newPeer(env peerEnv, key, network, addr string) *peer {
+	p := &peer{env: env, key: key, network: network, addr: addr,
 		laneDown: make(chan struct{}, 64), reprobe: make(chan struct{}, 1), demand: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
+	// Every lane of the pool tells this peer's manager when it fails.
+	p.env.lane.Down = p.laneDown
 	p.view.Store(&peerView{state: stateConnecting, changed: make(chan struct{})})
 	p.plain = newPlainSlot(p)
 	p.lastUsed.Store(time.Now().UnixNano())
@@ -134,7 +137,7 @@ func (p *peer) setState(s peerState, lanes []*lane.Lane, err error) {
 	if s != stateDown && s != stateConnecting {
 		// Back, plain, stopped or forgotten: no longer a server that is
 		// shutting down (see drain.go).
-		p.c.drains.clear(p.key)
+		p.env.drainClear(p.key)
 	}
 }
 
@@ -142,7 +145,7 @@ func (p *peer) setState(s peerState, lanes []*lane.Lane, err error) {
 // tears the pool down, and reconnects with backoff.
 func (p *peer) run() {
 	defer close(p.done)
-	backoff, maxBackoff := p.c.opts.ReconnectMin, p.c.opts.ReconnectMax
+	backoff, maxBackoff := p.env.reconnectMin, p.env.reconnectMax
 	first, plain := true, false
 	var downSince time.Time
 	for {
@@ -153,7 +156,7 @@ func (p *peer) run() {
 			// again just now: its calls go on over plain rpcx (which meets
 			// any outage itself), and it is asked again later.
 			if !plain {
-				p.c.metrics.fallbacks.Inc(1)
+				p.env.metrics.fallbacks.Inc(1)
 				p.setState(statePlain, nil, nil)
 				plain = true
 			}
@@ -177,7 +180,7 @@ func (p *peer) run() {
 				// Down, and nobody has asked for it for a while: most
 				// likely a server that left for good (a discovery dropped
 				// it). Stop redialling it; a later call starts afresh.
-				p.c.forget(p)
+				p.env.forget(p)
 				p.setState(stateForgotten, nil, err)
 				// Its plain client too, and a dial of it under way (a
 				// SendRaw's): the peer is done with it.
@@ -194,10 +197,10 @@ func (p *peer) run() {
 		}
 		downSince = time.Time{}
 		if !first {
-			p.c.metrics.reconnects.Inc(1)
+			p.env.metrics.reconnects.Inc(1)
 		}
 		first = false
-		backoff, maxBackoff = p.c.opts.ReconnectMin, p.c.opts.ReconnectMax
+		backoff, maxBackoff = p.env.reconnectMin, p.env.reconnectMax
 		p.setState(stateBatch, lanes, nil)
 		if plain {
 			// The server gained the batch plugin. Calls that took the plain
@@ -205,7 +208,7 @@ func (p *peer) run() {
 			// closed ReprobePlain later, unless the server is plain again.
 			plain = false
 			if pc := p.currentPlain(); pc != nil {
-				time.AfterFunc(p.c.opts.ReprobePlain, func() { p.retirePlain(pc) })
+				time.AfterFunc(p.env.reprobePlain, func() { p.retirePlain(pc) })
 			}
 		}
 
@@ -215,19 +218,19 @@ func (p *peer) run() {
 			drained := p.drainPool(lanes)
 			// rpcx's client tells its server-message channel when its
 			// connection ends, and a graceful Shutdown ends it.
-			p.c.pushLost(p.key, lanes[0].Conn().RemoteAddr(), fmt.Errorf("%w: %s shut down gracefully", ErrConnection, p.addr))
+			p.env.pushLost(p.key, lanes[0].Conn().RemoteAddr(), fmt.Errorf("%w: %s shut down gracefully", ErrConnection, p.addr))
 			if !drained {
 				p.setState(stateStopped, nil, ErrStopped)
 				return
 			}
 			// Most often a restart: look for the server again soon.
-			maxBackoff = min(p.c.opts.ReconnectMax, drainRedialMax)
+			maxBackoff = min(p.env.reconnectMax, drainRedialMax)
 			continue
 		}
 		// One lane down means the pool is suspect (a restart, a freeze): a
 		// new pool is built against whatever incarnation answers next. The
 		// other lanes' calls fail with the dead lane's cause.
-		why := p.c.stopCause()
+		why := p.env.stopCause()
 		if dead != nil {
 			why = dead.Err()
 		}
@@ -235,7 +238,7 @@ func (p *peer) run() {
 		for _, l := range lanes {
 			l.Close(why)
 		}
-		p.c.pushLost(p.key, lanes[0].Conn().RemoteAddr(), why)
+		p.env.pushLost(p.key, lanes[0].Conn().RemoteAddr(), why)
 		if dead == nil {
 			p.setState(stateStopped, nil, ErrStopped)
 			return
@@ -269,17 +272,16 @@ func (p *peer) watch(lanes []*lane.Lane) *lane.Lane {
 
 // connect dials and handshakes the whole lane pool.
 func (p *peer) connect() ([]*lane.Lane, error) {
-	d := p.c.dialer(p.network, p.addr)
+	d := &p.env.dial
 	conn, hs, err := d.Dial(p.stop)
 	if err != nil {
 		return nil, err
 	}
-	n := p.c.opts.Lanes
+	n := p.env.lanes
 	if n == 0 {
 		n = hs.PoolSize
 	}
-	cfg := p.c.laneConfig(p.key, p.laneDown)
-	lanes := []*lane.Lane{lane.New(cfg, p.key, conn, hs)}
+	lanes := []*lane.Lane{lane.New(p.env.lane, p.key, conn, hs)}
 	for len(lanes) < n {
 		conn, hs2, err := d.Dial(p.stop)
 		if err == nil && hs2.Incarnation != hs.Incarnation {
@@ -292,7 +294,7 @@ func (p *peer) connect() ([]*lane.Lane, error) {
 			}
 			return nil, err
 		}
-		lanes = append(lanes, lane.New(cfg, p.key, conn, hs2))
+		lanes = append(lanes, lane.New(p.env.lane, p.key, conn, hs2))
 	}
 	return lanes, nil
 }
@@ -307,9 +309,9 @@ func (p *peer) pick(ctx context.Context, key string, hasKey bool) (*lane.Lane, p
 		case stateBatch:
 			var i uint64
 			if hasKey {
-				i = maphash.String(p.c.keySeed, key)
+				i = maphash.String(p.env.keySeed, key)
 			} else {
-				i = p.c.rr.Add(1)
+				i = p.env.rr.Add(1)
 			}
 			return lanes[i%uint64(len(lanes))], plainRef{}, nil
 		case statePlain:
@@ -318,7 +320,7 @@ func (p *peer) pick(ctx context.Context, key string, hasKey bool) (*lane.Lane, p
 			return nil, pr, err
 		case stateDown:
 			p.lastUsed.Store(time.Now().UnixNano())
-			p.c.metrics.errDown.Inc(1)
+			p.env.metrics.errDown.Inc(1)
 			p.wanted()
 			var se client.ServiceError
 			if errors.As(err, &se) {
@@ -345,7 +347,7 @@ func (p *peer) pick(ctx context.Context, key string, hasKey bool) (*lane.Lane, p
 // again (ReprobePlain, or at once when the plain connection broke); it
 // reports false on Stop.
 func (p *peer) waitReprobe() bool {
-	t := time.NewTimer(p.c.opts.ReprobePlain)
+	t := time.NewTimer(p.env.reprobePlain)
 	defer t.Stop()
 	select {
 	case <-p.stop:

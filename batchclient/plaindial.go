@@ -20,8 +20,8 @@ func newPlainSlot(p *peer) *plainconn.Slot {
 		Addr:    p.addr,
 		Stopped: ErrStopped,
 		Dial: func(ctx context.Context) (*client.Client, error) {
-			pc := p.c.newPlainClient(p.key)
-			return pc, plainconn.Connect(ctx, pc, p.c.opts.RPCX, p.network, p.addr)
+			pc := p.env.newPlainClient(p.key)
+			return pc, plainconn.Connect(ctx, pc, p.env.rpcx, p.network, p.addr)
 		},
 		Refuse: func() error {
 			if p.view.Load().state == stateForgotten {
@@ -44,7 +44,7 @@ func newPlainSlot(p *peer) *plainconn.Slot {
 				// under way (its manager may have looked for a plain client
 				// to retire before this one was in place): retired as run
 				// does.
-				time.AfterFunc(p.c.opts.ReprobePlain, func() { p.retirePlain(pc) })
+				time.AfterFunc(p.env.reprobePlain, func() { p.retirePlain(pc) })
 			}
 		},
 	})
@@ -73,7 +73,7 @@ func (p *peer) forgetPlain() bool {
 	// Under the slot's lock, which usePlain holds to hand the client out:
 	// no call starts on it once it is found unused.
 	return p.plain.CloseIdle(func() {
-		p.c.forget(p)
+		p.env.forget(p)
 		p.setState(stateForgotten, nil, nil)
 	})
 }

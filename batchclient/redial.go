@@ -33,7 +33,7 @@ func (p *peer) waitRedial(backoff time.Duration) bool {
 		return true
 	case <-p.demand:
 	}
-	if wait := p.c.opts.ReconnectMin - time.Since(start); wait > 0 {
+	if wait := p.env.reconnectMin - time.Since(start); wait > 0 {
 		t.Reset(wait)
 		select {
 		case <-p.stop:

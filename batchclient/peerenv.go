@@ -1,0 +1,91 @@
+package batchclient
+
+import (
+	"hash/maphash"
+	"net"
+	"sync/atomic"
+	"time"
+
+	metrics "github.com/rcrowley/go-metrics"
+	"github.com/smallnest/rpcx/client"
+
+	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/dial"
+	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
+)
+
+// peerEnv is what a peer needs from its Client, as values, so that a peer
+// holds no pointer back to the Client: the options it reads, its
+// instruments, the lane and dial configuration, the counters it shares
+// with the other peers, and the Client's hooks (function values, called
+// only on rare events: a state change, a lost pool, a forget, a plain
+// dial). Client.peerEnv builds it once per peer; the peer never changes
+// it.
+type peerEnv struct {
+	// forgetDown, reconnectMin, reconnectMax, reprobePlain and lanes are
+	// the options of the same names.
+	forgetDown                 time.Duration
+	reconnectMin, reconnectMax time.Duration
+	reprobePlain               time.Duration
+	lanes                      int
+	// rpcx is the option the plain rpcx client connects with.
+	rpcx client.Option
+
+	metrics peerMetrics
+
+	// keySeed hashes WithKey keys to lanes; rr spreads keyless entries
+	// over the lanes (the Client's, shared by every peer).
+	keySeed maphash.Seed
+	rr      *atomic.Uint64
+
+	// lane is the configuration of every lane of the pool, Down aside (the
+	// peer's own, set by newPeer); dial opens the lane connections.
+	lane lane.Config
+	dial dial.Dialer
+
+	// forget takes the peer out of the Client's table, if it is still the
+	// address's peer.
+	forget func(*peer)
+	// pushLost tells the server-message channel of addr, if any, that the
+	// pool to server is gone.
+	pushLost func(addr string, server net.Addr, cause error)
+	// stopCause is the error the calls in flight fail with when the peer
+	// is shut down (Stop or Close).
+	stopCause func() error
+	// drainMark and drainClear add addr to and remove it from the
+	// Client's set of draining addresses (drain.go).
+	drainMark, drainClear func(addr string)
+	// newPlainClient makes the (unconnected) plain rpcx client of addr,
+	// with its server-message channel.
+	newPlainClient func(addr string) *client.Client
+}
+
+// peerMetrics are the Client's instruments a peer counts.
+type peerMetrics struct {
+	fallbacks, reconnects, errDown metrics.Counter
+}
+
+// peerEnv builds the environment of the peer for key (the address as the
+// client's table knows it), on network and host.
+func (c *Client) peerEnv(key, network, host string) peerEnv {
+	o := &c.opts
+	return peerEnv{
+		forgetDown:   o.ForgetDown,
+		reconnectMin: o.ReconnectMin, reconnectMax: o.ReconnectMax,
+		reprobePlain: o.ReprobePlain,
+		lanes:        o.Lanes,
+		rpcx:         o.RPCX,
+		metrics: peerMetrics{
+			fallbacks: c.metrics.fallbacks, reconnects: c.metrics.reconnects, errDown: c.metrics.errDown,
+		},
+		keySeed:        c.keySeed,
+		rr:             &c.rr,
+		lane:           c.laneConfig(key),
+		dial:           c.dialer(network, host),
+		forget:         c.forget,
+		pushLost:       c.pushLost,
+		stopCause:      c.stopCause,
+		drainMark:      c.drains.mark,
+		drainClear:     c.drains.clear,
+		newPlainClient: c.newPlainClient,
+	}
+}
