@@ -79,14 +79,14 @@ func (p *peer) unused(downSince time.Time) bool {
 // connects, watches and reconnects the lane pool in the background, and the
 // plain rpcx client used where the batch path does not apply.
 type peer struct {
-	// env is what the peer needs from its Client (peerenv.go).
-	env     peerEnv
-	network string
-	addr    string
-
 	// view is the peer's state as callers read it, replaced whole (never
 	// changed in place) at every change, so the call path takes no lock.
 	view atomic.Pointer[peerView]
+	// env is what the peer needs from its Client (peerenv.go); pick reads
+	// its first fields, in view's cache line.
+	env     peerEnv
+	network string
+	addr    string
 	// plain is the plain rpcx client, its dial and its calls in use
 	// (plaindial.go).
 	plain *plainconn.Slot

@@ -21,6 +21,12 @@ import (
 // dial). Client.peerEnv builds it once per peer; the peer never changes
 // it.
 type peerEnv struct {
+	// keySeed hashes WithKey keys to lanes; rr spreads keyless entries
+	// over the lanes (the Client's, shared by every peer). pick reads
+	// them on every call: they come first.
+	keySeed maphash.Seed
+	rr      *atomic.Uint64
+
 	// forgetDown, reconnectMin, reconnectMax, reprobePlain and lanes are
 	// the options of the same names.
 	forgetDown                 time.Duration
@@ -31,11 +37,6 @@ type peerEnv struct {
 	rpcx client.Option
 
 	metrics peerMetrics
-
-	// keySeed hashes WithKey keys to lanes; rr spreads keyless entries
-	// over the lanes (the Client's, shared by every peer).
-	keySeed maphash.Seed
-	rr      *atomic.Uint64
 
 	// lane is the configuration of every lane of the pool, Down aside (the
 	// peer's own, set by newPeer); dial opens the lane connections.
@@ -69,6 +70,8 @@ type peerMetrics struct {
 func (c *Client) peerEnv(key, network, host string) peerEnv {
 	o := &c.opts
 	return peerEnv{
+		keySeed:      c.keySeed,
+		rr:           &c.rr,
 		forgetDown:   o.ForgetDown,
 		reconnectMin: o.ReconnectMin, reconnectMax: o.ReconnectMax,
 		reprobePlain: o.ReprobePlain,
@@ -77,8 +80,6 @@ func (c *Client) peerEnv(key, network, host string) peerEnv {
 		metrics: peerMetrics{
 			fallbacks: c.metrics.fallbacks, reconnects: c.metrics.reconnects, errDown: c.metrics.errDown,
 		},
-		keySeed:        c.keySeed,
-		rr:             &c.rr,
 		lane:           c.laneConfig(key),
 		dial:           c.dialer(network, host),
 		forget:         c.forget,
