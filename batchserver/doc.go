@@ -23,10 +23,11 @@
 // hands the plugin) call into the plugin; the plugin starts these:
 //
 //	goroutine          started by           stopped by               waited for by
-//	worker             workers.run, per     parks after its entry;   nobody, as rpcx
-//	(workers.loop)     entry when no idle   ends when the idle list  does not wait for
-//	                   worker is parked     is full, idle 10 s, the  its handlers
-//	                                        last conn closes, Close
+//	worker             workers.run, for an  parks when the queue is  nobody, as rpcx
+//	(workers.loop)     entry no worker is   empty; ends when the     does not wait for
+//	                   free to take up,     idle list is full, idle  its handlers
+//	                   when no idle worker  10 s, the last conn
+//	                   is parked            closes, Close
 //	reply writer       conn.kickLocked,     ends when nothing is     Plugin.Close
 //	(writeReplies)     when none runs; an   queued or conn breaks    (tasks.wait)
 //	                   entry's goroutine

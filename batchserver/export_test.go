@@ -65,3 +65,11 @@ func AssumeWorkerNeed(p *Plugin, n int) {
 	defer p.workers.mu.Unlock()
 	p.workers.need = n
 }
+
+// MostWorkers is the most goroutines the plugin's workers had at once,
+// parked or busy, since the plugin was created.
+func MostWorkers(p *Plugin) int {
+	p.workers.mu.Lock()
+	defer p.workers.mu.Unlock()
+	return p.workers.most
+}

@@ -69,7 +69,6 @@ func (p *Plugin) start(t task) {
 		p.feeder.submit(t)
 		return
 	}
-	p.workers.pace()
 	p.workers.run(t)
 }
 
