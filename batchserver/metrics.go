@@ -13,6 +13,8 @@ type serverMetrics struct {
 	errDeadline, errWrite    metrics.Counter
 	errUnknownSend, errCodec metrics.Counter
 	errRefused               metrics.Counter
+	// memoryReleases counts WithIdleMemoryRelease's releases.
+	memoryReleases metrics.Counter
 }
 
 func newServerMetrics(r metrics.Registry) *serverMetrics {
@@ -28,6 +30,7 @@ func newServerMetrics(r metrics.Registry) *serverMetrics {
 		errUnknown: c("errors.unknown_service"), errPanic: c("errors.panic"),
 		errDeadline: c("errors.deadline"), errWrite: c("errors.write"),
 		errUnknownSend: c("errors.unknown_send"), errCodec: c("errors.codec"),
-		errRefused: c("errors.refused"),
+		errRefused:     c("errors.refused"),
+		memoryReleases: c("memory_releases"),
 	}
 }

@@ -57,6 +57,10 @@ type Options struct {
 	// Registry receives the server metrics. Default: a new registry,
 	// available from Plugin.Metrics.
 	Registry metrics.Registry
+	// IdleMemoryRelease, when positive, returns free memory to the OS
+	// once the load has been gone this long (see WithIdleMemoryRelease).
+	// Default 0: never.
+	IdleMemoryRelease time.Duration
 	// Pool, when set, runs batched calls and casts (see WithHandlerPool).
 	// Default: the rpcx server's own pool (server.WithPool,
 	// server.WithCustomPool), if any.
@@ -92,6 +96,31 @@ func WithWindowBytes(n int) Option { return func(o *Options) { o.WindowBytes = n
 // WithWriteTimeout sets the bound on one reply-frame write.
 func WithWriteTimeout(d time.Duration) Option { return func(o *Options) { o.WriteTimeout = d } }
 
+// WithIdleMemoryRelease makes the plugin return the process's free memory
+// to the OS once its load has been gone for after: once no batch frame
+// has arrived for after and no call or cast runs, it calls
+// debug.FreeOSMemory, once; the next frame starts the watch anew. Without
+// it (the default) the plugin never forces a collection, and what a burst
+// leaves behind (the stacks of goroutines that have ended, heap freed by
+// the collector) stays with the process until the runtime's next
+// collection, which in a process that allocates nothing comes with the
+// forced collection every two minutes; the RSS then stays near its peak
+// meanwhile.
+//
+// The cost is one full collection, with the world stopped for a moment
+// and the heap scanned, and the scavenging of the free heap, per burst;
+// the next burst faults its memory in again. Use it for a server that
+// serves in bursts with quiet between them and shares its machine (its RSS
+// counts against a container's memory limit, or other processes want the
+// memory), with after well above the gaps within a burst (seconds, not
+// milliseconds). Not for a server that is busy all the time: it would
+// rarely fire and gain nothing. GOMEMLIMIT (debug.SetMemoryLimit) is the
+// runtime's own bound, and works without this option. A negative after is
+// an ErrInvalidOption.
+func WithIdleMemoryRelease(after time.Duration) Option {
+	return func(o *Options) { o.IdleMemoryRelease = after }
+}
+
 // WithMetrics sends the server metrics to r.
 func WithMetrics(r metrics.Registry) Option { return func(o *Options) { o.Registry = r } }
 
@@ -105,6 +134,9 @@ func buildOptions(opts []Option) (Options, error) {
 		o.PoolSize = runtime.GOMAXPROCS(0)
 	case o.PoolSize < 0 && o.PoolSize != Disabled:
 		return o, fmt.Errorf("%w: pool size %d (use a positive number, 0 for GOMAXPROCS, or Disabled)", ErrInvalidOption, o.PoolSize)
+	}
+	if o.IdleMemoryRelease < 0 {
+		return o, fmt.Errorf("%w: idle memory release after %v (use a positive duration, or 0 for never)", ErrInvalidOption, o.IdleMemoryRelease)
 	}
 	if o.BatchCap <= 0 || o.MaxFrameBytes <= 0 || o.WriteTimeout <= 0 || o.Window <= 0 || o.WindowBytes <= 0 {
 		return o, fmt.Errorf("%w: batch cap, byte cap, window, byte window and write timeout must be positive", ErrInvalidOption)

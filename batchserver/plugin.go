@@ -45,6 +45,9 @@ type Plugin struct {
 	hooks *hookContainer
 
 	workers workers
+	// release returns memory to the OS after the load (nil unless
+	// WithIdleMemoryRelease).
+	release *idleRelease
 	// tasks owns the connections' reply writers and send queues (owner.go).
 	tasks  tasks
 	feeder poolFeeder
@@ -104,6 +107,9 @@ func New(s *server.Server, opts ...Option) (*Plugin, error) {
 		return nil, err
 	}
 	p.pinger.p = p
+	if o.IdleMemoryRelease > 0 {
+		p.release = &idleRelease{after: o.IdleMemoryRelease, busy: p.workers.busy, released: p.metrics.memoryReleases}
+	}
 	p.usePool()
 	if p.services, err = newServiceTable(s); err != nil {
 		return nil, err
@@ -224,6 +230,9 @@ func (p *Plugin) HeartbeatRequest(ctx context.Context, _ *protocol.Message) erro
 // Call entries still running finish on their own. Call it after
 // Server.Close or Shutdown when the process goes on without the server.
 func (p *Plugin) Close() error {
+	if p.release != nil {
+		p.release.stop()
+	}
 	p.workers.release(true)
 	p.tasks.wait()
 	return nil
@@ -301,7 +310,11 @@ func (p *Plugin) batch(ctx *server.Context) error {
 	}
 	p.metrics.frames.Inc(1)
 	p.metrics.batchSize.Update(int64(len(entries)))
-	st.deliver(seq, entries, len(ctx.Payload()), frameArrived(ctx))
+	arrived := frameArrived(ctx)
+	if p.release != nil {
+		p.release.touch(arrived)
+	}
+	st.deliver(seq, entries, len(ctx.Payload()), arrived)
 	p.holdWhileDraining(st)
 	return nil
 }
