@@ -29,13 +29,17 @@ func (cc *controlClient) rss(ctx context.Context) (int64, error) {
 
 // afterLoad is the memory of both processes around the sweep, in MB.
 type afterLoad struct {
-	Wait                     time.Duration
+	Wait time.Duration
+	// ServerIdleRelease is the server's WithIdleMemoryRelease (0: off).
+	ServerIdleRelease        time.Duration
 	IdleClient, IdleServer   float64
 	PeakClient, PeakServer   float64
 	AfterClient, AfterServer float64
 	// The runtime's breakdown of each process's memory after the wait
 	// (memdetail.go).
 	AfterClientMem, AfterServerMem MemDetail
+	// IdleServerMem is the server's breakdown when idle, before the sweep.
+	IdleServerMem MemDetail
 }
 
 // idleRSS takes both processes' RSS before any load, each settled.
@@ -74,23 +78,31 @@ func measureAfterLoad(ctx context.Context, ctl *controlClient, wait time.Duratio
 func within(after, idle float64) bool { return after <= 1.2*idle }
 
 func (a afterLoad) print(w io.Writer) {
-	fmt.Fprintf(w, "\nmemory %v after the load (RSS MB idle before / peak / after; back within 20 %% of idle?):\n", a.Wait)
+	fmt.Fprintf(w, "\nmemory %v after the load, server idle memory release %s (RSS MB idle before / peak / after; back within 20 %% of idle?):\n", a.Wait, a.releaseText())
 	fmt.Fprintf(w, "  client %6.0f / %6.0f / %6.0f  %v\n", a.IdleClient, a.PeakClient, a.AfterClient, within(a.AfterClient, a.IdleClient))
 	fmt.Fprintf(w, "  server %6.0f / %6.0f / %6.0f  %v\n", a.IdleServer, a.PeakServer, a.AfterServer, within(a.AfterServer, a.IdleServer))
-	fmt.Fprintf(w, "  client after (MB): %v\n  server after (MB): %v\n", a.AfterClientMem, a.AfterServerMem)
+	fmt.Fprintf(w, "  client after (MB): %v\n  server after (MB): %v\n  server idle  (MB): %v\n", a.AfterClientMem, a.AfterServerMem, a.IdleServerMem)
 }
 
 // markdown is the report's section on it.
 func (a afterLoad) markdown() string {
 	return fmt.Sprintf("\n## Memory after the load\n\n"+
 		"RSS of each process idle before the sweep (settled), its peak over the points, and %v after the last point ended, "+
-		"with nothing forced in between (no GC, no `FreeOSMemory`): what a process keeps after a burst. "+
+		"with nothing forced in between (no GC, no `FreeOSMemory`) but what the server's idle memory release (%s) does: what a process keeps after a burst. "+
 		"The client process holds both paths' clients in turn (closed after each point) and the harness.\n\n"+
 		"| process | idle MB | peak MB | after MB | after ÷ idle |\n|---|--:|--:|--:|--:|\n"+
 		"| client | %.0f | %.0f | %.0f | %.2f |\n| server | %.0f | %.0f | %.0f | %.2f |\n",
-		a.Wait, a.IdleClient, a.PeakClient, a.AfterClient, a.AfterClient/a.IdleClient,
+		a.Wait, a.releaseText(), a.IdleClient, a.PeakClient, a.AfterClient, a.AfterClient/a.IdleClient,
 		a.IdleServer, a.PeakServer, a.AfterServer, a.AfterServer/a.IdleServer) +
-		fmt.Sprintf("\nAfter the wait, as the Go runtime sees it (MB):\n\n- client: %v\n- server: %v\n", a.AfterClientMem, a.AfterServerMem)
+		fmt.Sprintf("\nAfter the wait, as the Go runtime sees it (MB):\n\n- client: %v\n- server: %v\n- server when idle, before the sweep: %v\n", a.AfterClientMem, a.AfterServerMem, a.IdleServerMem)
+}
+
+// releaseText says whether the server released memory after the load.
+func (a afterLoad) releaseText() string {
+	if a.ServerIdleRelease <= 0 {
+		return "off"
+	}
+	return fmt.Sprintf("after %v (WithIdleMemoryRelease)", a.ServerIdleRelease)
 }
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }

@@ -47,6 +47,9 @@ type Config struct {
 	// AfterLoad, when not zero, is how long after the sweep both
 	// processes' RSS is taken again, to see what the load left behind.
 	AfterLoad time.Duration
+	// ServerIdleRelease, when not zero, serves with
+	// batchserver.WithIdleMemoryRelease(ServerIdleRelease).
+	ServerIdleRelease time.Duration
 	// Netns, when set, runs the server in its own network namespace joined
 	// by a veth pair (root only); NetemRate and NetemDelay shape that link.
 	Netns                 bool
@@ -129,6 +132,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.Report, "report", "perf/results/run", "report folder: report.md and the figures (\"\" = none)")
 	fs.DurationVar(&c.CodecDuration, "codec-duration", 2*time.Second, "time the codec ceiling measures each payload")
 	fs.DurationVar(&c.AfterLoad, "after-load", 0, "after the sweep, wait this long and report both processes' RSS against idle (0 = skip)")
+	fs.DurationVar(&c.ServerIdleRelease, "server-idle-release", 0, "server: return free memory to the OS once the load has been gone this long (batchserver.WithIdleMemoryRelease; 0 = off, the default)")
 	fs.BoolVar(&c.Progress, "progress", true, "print progress to stderr once a second while a point runs")
 	fs.BoolVar(&c.Netns, "netns", false, "root only: server in its own network namespace over a veth pair")
 	fs.StringVar(&c.NetemRate, "netem-rate", "", "with -netns: tc netem rate on the veth pair, e.g. 1gbit")

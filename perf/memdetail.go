@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime/metrics"
 	"time"
 )
@@ -14,6 +15,13 @@ import (
 // collection has run at all since the load.
 type MemDetail struct {
 	RSS int64
+	// RSSFile is the part of RSS that maps files (the binary's code and
+	// data pages the process has touched); RSSAnon the rest, the
+	// process's own memory.
+	RSSFile, RSSAnon int64
+	// Runtime is the memory the Go runtime holds outside the heap and
+	// the stacks (span and GC metadata, OS thread stacks, profiling).
+	Runtime int64
 	// HeapObjects is the heap occupied by objects, live or not yet swept.
 	HeapObjects int64
 	// HeapFree is free heap the process still holds (not returned to the
@@ -36,6 +44,14 @@ var memSamples = []string{
 	"/gc/heap/goal:bytes",
 	"/gc/cycles/total:gc-cycles",
 	"/sched/goroutines:goroutines",
+	"/memory/classes/metadata/mcache/free:bytes",
+	"/memory/classes/metadata/mcache/inuse:bytes",
+	"/memory/classes/metadata/mspan/free:bytes",
+	"/memory/classes/metadata/mspan/inuse:bytes",
+	"/memory/classes/metadata/other:bytes",
+	"/memory/classes/os-stacks:bytes",
+	"/memory/classes/other:bytes",
+	"/memory/classes/profiling/buckets:bytes",
 }
 
 // memDetailNow reads this process's memory without settling it first.
@@ -51,8 +67,16 @@ func memDetailNow() MemDetail {
 		}
 		return int64(s[i].Value.Uint64())
 	}
-	return MemDetail{RSS: rssNow(), HeapObjects: v(0), HeapFree: v(1), HeapReleased: v(2),
-		Stacks: v(3), HeapGoal: v(4), GCs: v(5), Goroutines: v(6)}
+	var rt int64
+	for i := 7; i < len(s); i++ {
+		rt += max(v(i), 0)
+	}
+	m := MemDetail{RSS: rssNow(), RSSFile: -1, RSSAnon: -1, HeapObjects: v(0), HeapFree: v(1), HeapReleased: v(2),
+		Stacks: v(3), HeapGoal: v(4), GCs: v(5), Goroutines: v(6), Runtime: rt}
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		m.RSSFile, m.RSSAnon = procField(b, "RssFile:"), procField(b, "RssAnon:")
+	}
+	return m
 }
 
 // Mem reports the server's memory breakdown as it is (nothing forced).
@@ -68,6 +92,6 @@ func (cc *controlClient) mem(ctx context.Context) (MemDetail, error) {
 
 // String is the breakdown in MB.
 func (m MemDetail) String() string {
-	return fmt.Sprintf("RSS %.0f: heap objects %.1f, heap free held %.1f, stacks %.1f, released %.1f; heap goal %.1f; %d GCs so far; %d goroutines",
-		mb(m.RSS), mb(m.HeapObjects), mb(m.HeapFree), mb(m.Stacks), mb(m.HeapReleased), mb(m.HeapGoal), m.GCs, m.Goroutines)
+	return fmt.Sprintf("RSS %.0f (files %.1f, anonymous %.1f): heap objects %.1f, heap free held %.1f, stacks %.1f, runtime %.1f, released %.1f; heap goal %.1f; %d GCs so far; %d goroutines",
+		mb(m.RSS), mb(m.RSSFile), mb(m.RSSAnon), mb(m.HeapObjects), mb(m.HeapFree), mb(m.Stacks), mb(m.Runtime), mb(m.HeapReleased), mb(m.HeapGoal), m.GCs, m.Goroutines)
 }

@@ -43,6 +43,9 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		host, prefix = ns.serverIP, ns.execPrefix()
 	}
 	progress := &countingWriter{w: stderr}
+	if err := passServerOptions(cfg); err != nil {
+		return err
+	}
 	srv, err := startServer(ctx, host, prefix, progress)
 	if err != nil {
 		return err
@@ -61,6 +64,10 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return err
 	}
 	idleClient, idleServer, err := idleRSS(ctx, ctl)
+	if err != nil {
+		return err
+	}
+	idleServerMem, err := ctl.mem(ctx)
 	if err != nil {
 		return err
 	}
@@ -112,6 +119,7 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
+		a.ServerIdleRelease, a.IdleServerMem = cfg.ServerIdleRelease, idleServerMem
 		a.print(stdout)
 		mem = &a
 	}

@@ -50,7 +50,11 @@ func runServer(host string) error {
 	if err := s.RegisterName("Sink", Sink{count}, ""); err != nil {
 		return fmt.Errorf("register Sink: %w", err)
 	}
-	p, err := batchserver.New(s)
+	opts, err := serverOptions()
+	if err != nil {
+		return err
+	}
+	p, err := batchserver.New(s, opts...)
 	if err != nil {
 		return fmt.Errorf("batch plugin: %w", err)
 	}
