@@ -187,18 +187,27 @@ func (w *workers) handLocked(t task) {
 
 // begin counts the calling goroutine out of the takers as it begins an
 // entry; when it was the last, the next queued entry goes to a goroutine
-// of its own (see run).
+// of its own (see run): at once to a parked goroutine, which costs a
+// wake-up and no memory (a frame of a few entries so runs them side by
+// side, as before the queue); to a new goroutine only after a yield.
 //
-// Not at once: the goroutines inside entries may only be waiting for a
-// processor, or for a lock one of them holds, and be takers again in a
-// moment. The caller first yields to them, once; only if the queue still
-// has no taker then are they held up (by handlers that block). Handing
-// on at once made each goroutine that begun behind a busy lock hand on
-// another: hundreds of goroutines where a few ran the queue.
+// The goroutines inside entries may only be waiting for a processor, or
+// for a lock one of them holds, and be takers again in a moment. The
+// caller yields to them, once; only if the queue still has no taker then
+// are they held up (by handlers that block), and a goroutine is made.
+// Making one at once made each goroutine that began behind a busy lock
+// (or a collection's assist) make another: hundreds where a few ran the
+// queue.
 func (w *workers) begin() {
 	if w.takers.Add(-1) > 0 || w.queued.Load() == 0 {
 		return
 	}
+	w.mu.Lock()
+	if w.head < len(w.queue) && w.takers.Load() == 0 && len(w.idle) > 0 {
+		w.handLocked(w.popLocked())
+		return
+	}
+	w.mu.Unlock()
 	runtime.Gosched()
 	if w.takers.Load() > 0 || w.queued.Load() == 0 {
 		return
