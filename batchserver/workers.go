@@ -25,6 +25,9 @@ const (
 	// keptQueueCap is the largest queue kept while it is empty; a larger
 	// one, left by a burst, is let go at the next trim.
 	keptQueueCap = 1024
+	// maxStallShift bounds the goroutines begin makes at once to
+	// 1<<maxStallShift.
+	maxStallShift = 10
 )
 
 // task is one call or cast entry to run.
@@ -102,6 +105,9 @@ type workers struct {
 	// queue holds the entries waiting for a goroutine, first from head.
 	queue []task
 	head  int
+	// stalls counts the goroutines made by begin (in powers of two)
+	// since a goroutine last finished an entry and took the next.
+	stalls int
 	// live is the goroutines started and not ended, parked or busy;
 	// peak is the most of them busy at once since the last trim, and need
 	// the parked goroutines a trim keeps (see workers).
@@ -213,9 +219,19 @@ func (w *workers) begin() {
 		return
 	}
 	w.mu.Lock()
-	if w.head < len(w.queue) && w.takers.Load() == 0 {
-		w.handLocked(w.popLocked())
+	if w.head == len(w.queue) || w.takers.Load() > 0 {
+		w.mu.Unlock()
 		return
+	}
+	// Held up again with no entry finished since the last time: twice as
+	// many goroutines as then, so that a burst of entries whose handlers
+	// all block gets its goroutines in a few rounds, not one a round (a
+	// round is a yield, long on a busy machine).
+	n := 1 << w.stalls
+	w.stalls = min(w.stalls+1, maxStallShift)
+	for ; n > 0 && w.head < len(w.queue); n-- {
+		w.handLocked(w.popLocked())
+		w.mu.Lock()
 	}
 	w.mu.Unlock()
 }
@@ -265,6 +281,7 @@ func (w *workers) next() (task, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.head < len(w.queue) {
+		w.stalls = 0
 		return w.popLocked(), true
 	}
 	// Out of the takers under mu: a dispatcher queuing from here on sees
