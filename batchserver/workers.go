@@ -27,7 +27,7 @@ const (
 	keptQueueCap = 1024
 	// maxStallShift bounds the goroutines begin makes at once to
 	// 1<<maxStallShift.
-	maxStallShift = 10
+	maxStallShift = 3
 )
 
 // task is one call or cast entry to run.
@@ -224,9 +224,11 @@ func (w *workers) begin() {
 		return
 	}
 	// Held up again with no entry finished since the last time: twice as
-	// many goroutines as then, so that a burst of entries whose handlers
-	// all block gets its goroutines in a few rounds, not one a round (a
-	// round is a yield, long on a busy machine).
+	// many goroutines as then, up to 8, so that a burst of entries whose
+	// handlers all block gets its goroutines faster than one a round (a
+	// round is a yield, long on a busy machine). Not more: a collection's
+	// assists hold every goroutine up for a while too, and 1,024 at once
+	// brought the peak back to a thousand goroutines.
 	n := 1 << w.stalls
 	w.stalls = min(w.stalls+1, maxStallShift)
 	for ; n > 0 && w.head < len(w.queue); n-- {
