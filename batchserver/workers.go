@@ -61,9 +61,10 @@ func (t task) run(fc *fastcodec.Codec) {
 //
 // Entries that only wait for a processor wait in a queue, not each on a
 // goroutine of its own (see run): with 10,000 callers the server ran
-// calls and casts on tens to a few hundred goroutines instead of 2,300 to
-// 2,800, its peak RSS 51-58 MB instead of 71-75 MB, at less CPU per
-// entry (perf harness, medians of 3 alternated runs).
+// calls and casts on 100 to 950 goroutines instead of 2,800 to 4,300, its
+// peak RSS 47-55 MB instead of 72-98 MB, at less CPU per entry (perf
+// harness, batch path alone, medians of 3 alternated runs on a busy
+// 2-core machine).
 //
 // As many goroutines are kept as the busiest moment of the last seconds
 // needed, up to maxIdleWorkers: a frame of a thousand entries starts a
