@@ -68,14 +68,14 @@ func (s *Service) Answer(ctx context.Context, a *AnswerArgs, _ *Ack) error {
 	k := answerKey{a.Owner, a.Seq, a.Node}
 	sh := n.answerShard(k)
 	sh.mu.Lock()
-	ch := sh.m[k]
-	sh.mu.Unlock()
-	if ch != nil {
+	// Under the mutex: see expectAnswer.
+	if ch := sh.m[k]; ch != nil {
 		select {
 		case ch <- a.Code:
 		default:
 		}
 	}
+	sh.mu.Unlock()
 	return nil
 }
 
@@ -84,9 +84,9 @@ func (s *Service) Answer(ctx context.Context, a *AnswerArgs, _ *Ack) error {
 // know it (it restarted, or dropped the holder).
 func (s *Service) Status(ctx context.Context, a *StatusArgs, r *AcquireReply) error {
 	n := s.n
-	n.mu.Lock()
+	n.mu.RLock()
 	o := n.proxies[a.Owner]
-	n.mu.Unlock()
+	n.mu.RUnlock()
 	r.Code = codeUnknown
 	if o == nil {
 		return nil
@@ -117,11 +117,19 @@ func (n *Node) answerShard(k answerKey) *answerShard {
 }
 
 // expectAnswer registers request k, about to be sent, so that its Answer
-// is kept; forgetAnswer forgets it.
-func (n *Node) expectAnswer(k answerKey) chan int {
-	ch := make(chan int, 1)
+// is kept, on ch (emptied first), or on a new channel when ch is nil;
+// forgetAnswer forgets it. Answers are sent under the shard's mutex, so
+// none reaches ch once k is forgotten: ch can serve the next request.
+func (n *Node) expectAnswer(k answerKey, ch chan int) chan int {
+	if ch == nil {
+		ch = make(chan int, 1)
+	}
 	sh := n.answerShard(k)
 	sh.mu.Lock()
+	select {
+	case <-ch:
+	default:
+	}
 	sh.m[k] = ch
 	sh.mu.Unlock()
 	return ch

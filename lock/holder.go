@@ -28,6 +28,9 @@ type Holder struct {
 	seq uint64     // the last request's number
 	// remote holds, per other node, the keys this holder holds there.
 	remote map[string]*remoteHolds
+	// ans receives the Answer of a request that waits on another node,
+	// when the holder asks one node at a time (answer.go).
+	ans chan int
 }
 
 // ID returns the holder's cluster-wide id.

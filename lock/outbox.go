@@ -51,22 +51,32 @@ type oneway struct {
 // locks of a node it cannot reach for NodeTimeout by itself). A closing
 // node tries once.
 func (n *Node) send(addr, method string, args any) {
-	n.mu.Lock()
-	p := n.peerLocked(addr)
-	if p == nil {
-		n.mu.Unlock()
-		return
-	}
+	n.sendMsg(addr, &oneway{method: method, args: args})
+}
+
+// sendMsg is send for a message made by the caller.
+func (n *Node) sendMsg(addr string, m *oneway) {
 	// Queued under n.mu, so that an idle sender that ends (sendTo) never
-	// leaves a message behind.
-	p.mu.Lock()
-	full := len(p.queue) >= outboxLimit
-	if !full {
-		p.queue = append(p.queue, &oneway{method: method, args: args})
-		n.sending.Add(1)
+	// leaves a message behind. A read lock is enough for a peer that
+	// exists (forgetIdle takes the write lock).
+	var full bool
+	n.mu.RLock()
+	p := n.peers[addr]
+	if p != nil {
+		full = p.enqueue(n, m)
+		n.mu.RUnlock()
+	} else {
+		n.mu.RUnlock()
+		n.mu.Lock()
+		p = n.peerLocked(addr)
+		if p != nil {
+			full = p.enqueue(n, m)
+		}
+		n.mu.Unlock()
+		if p == nil {
+			return
+		}
 	}
-	p.mu.Unlock()
-	n.mu.Unlock()
 	if full {
 		n.undelivered.Add(1)
 		return
@@ -75,6 +85,19 @@ func (n *Node) send(addr, method string, args any) {
 	case p.wake <- struct{}{}:
 	default:
 	}
+}
+
+// enqueue queues m; it reports whether the queue was full (m dropped).
+// n.mu is held, read or write.
+func (p *peer) enqueue(n *Node, m *oneway) (full bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queue) >= outboxLimit {
+		return true
+	}
+	p.queue = append(p.queue, m)
+	n.sending.Add(1)
+	return false
 }
 
 // sender is the state of one peer's sender goroutine; only that goroutine

@@ -203,7 +203,21 @@ func (o *owner) release(t *table, key string, seq uint64) {
 // pendingReq is a request of a remote holder in progress on this node.
 type pendingReq struct {
 	cancel context.CancelFunc
-	done   chan struct{}
+	// done is closed when the request ends. It is made by the first
+	// request of the same holder that must wait for this one (rare), and
+	// closed by the request as it leaves pending.
+	done chan struct{}
+}
+
+// doneOf returns the channel closed when request seq, in pending, ends.
+// o.mu is held.
+func (o *owner) doneOf(seq uint64) chan struct{} {
+	p := o.pending[seq]
+	if p.done == nil {
+		p.done = make(chan struct{})
+		o.pending[seq] = p
+	}
+	return p.done
 }
 
 // releaseFailed undoes what the requests after lastOK and before seq did

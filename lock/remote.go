@@ -25,11 +25,12 @@ func (o *owner) setWaitingOn(nodes []string) {
 	o.mu.Unlock()
 }
 
-// whereWaits returns the other nodes o's request in progress waits on.
+// whereWaits returns the other nodes o's request in progress waits on: a
+// copy, since the list is the caller's own while its request runs.
 func (o *owner) whereWaits() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.waitingOn
+	return slices.Clone(o.waitingOn)
 }
 
 // holdsAnywhere reports whether h holds anything on any node. h.mu is held.
@@ -88,7 +89,8 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 	if h.remote == nil {
 		h.remote = make(map[string]*remoteHolds)
 	}
-	r := &request{h: h, seq: seq, mode: mode, keys: keys, holds: h.holdsAnywhere()}
+	r := request{h: h, seq: seq, mode: mode, keys: keys, holds: h.holdsAnywhere()}
+	r.asked = r.askedBuf[:0]
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Close ends the request wherever it waits.
@@ -124,8 +126,20 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 }
 
 // nodeOrder returns nodes without duplicates, "" read as self, in the
-// order every node asks them in: sorted by address.
+// order every node asks them in: sorted by address. nodes itself, when it
+// is that already (a caller that names the same nodes each time): the
+// request reads it only while it runs.
 func nodeOrder(nodes []string, self string) []string {
+	ordered := true
+	for i, nd := range nodes {
+		if nd == "" || (i > 0 && nodes[i-1] >= nd) {
+			ordered = false
+			break
+		}
+	}
+	if ordered {
+		return nodes
+	}
 	out := make([]string, 0, len(nodes))
 	for _, nd := range nodes {
 		if nd == "" {
@@ -139,8 +153,7 @@ func nodeOrder(nodes []string, self string) []string {
 	return out
 }
 
-// request is one LockOn in progress. Only its own goroutine uses it;
-// the calls prepare returns may run on others.
+// request is one LockOn in progress. Only its own goroutine uses it.
 type request struct {
 	h     *Holder
 	seq   uint64
@@ -148,8 +161,19 @@ type request struct {
 	keys  []string
 	holds bool // the holder holds something somewhere: walk at once
 
-	local bool     // this node was asked
-	asked []string // the other nodes asked
+	local    bool     // this node was asked
+	asked    []string // the other nodes asked
+	askedBuf [2]string
+}
+
+// target is one node a request asks: this node (args nil) or another.
+type target struct {
+	nd    string
+	args  *AcquireArgs
+	keys  []string
+	mode  Mode
+	seq   uint64
+	holds bool
 }
 
 // ask asks nodes at once and waits for all of their answers; it returns
@@ -164,12 +188,13 @@ func (r *request) ask(ctx, rctx context.Context, cancel context.CancelFunc, node
 	if len(nodes) == 1 {
 		// One node (always the first one, and the second of two): no
 		// goroutine, no channel.
-		return r.verdict(ctx, r.prepare(nodes[0])(rctx))
+		return r.verdict(ctx, r.h.askNode(rctx, r.prepare(nodes[0]), r.h.ans))
 	}
 	results := make(chan error, len(nodes))
+	h := r.h
 	for _, nd := range nodes {
-		call := r.prepare(nd)
-		go func() { results <- call(rctx) }()
+		t := r.prepare(nd)
+		go func() { results <- h.askNode(rctx, t, nil) }()
 	}
 	var first error
 	for range nodes {
@@ -183,16 +208,14 @@ func (r *request) ask(ctx, rctx context.Context, cancel context.CancelFunc, node
 	return r.verdict(ctx, first)
 }
 
-// prepare notes that node nd is asked and returns the call that asks it,
-// this node or another, and waits for its answer. The call may run on
-// another goroutine; prepare may not.
-func (r *request) prepare(nd string) func(rctx context.Context) error {
+// prepare notes that node nd is asked and returns what asks it. The ask
+// may run on another goroutine; prepare may not.
+func (r *request) prepare(nd string) target {
 	h := r.h
+	t := target{nd: nd, keys: r.keys, mode: r.mode, seq: r.seq, holds: r.holds}
 	if nd == h.n.cfg.Addr {
 		r.local = true
-		return func(rctx context.Context) error {
-			return h.o.take(rctx, h.n, r.keys, r.mode, r.seq, r.holds, nil)
-		}
+		return t
 	}
 	rh := h.remote[nd]
 	if rh == nil {
@@ -203,28 +226,37 @@ func (r *request) prepare(nd string) func(rctx context.Context) error {
 	r.asked = append(r.asked, nd)
 	// released is repeated until a request there succeeds: a failed one
 	// may have been refused before it applied it.
-	args := &AcquireArgs{Owner: h.o.id, Age: h.o.age, Origin: h.n.cfg.Addr, OriginInc: h.n.inc, Seq: r.seq, LastOK: rh.ok, Mode: r.mode, Keys: r.keys, Holds: r.holds, Released: rh.released}
-	return func(rctx context.Context) error {
-		// Registered before the call: the Answer may overtake its reply.
-		k := answerKey{h.o.id, r.seq, nd}
-		ch := h.n.expectAnswer(k)
-		defer h.n.forgetAnswer(k)
-		var rep AcquireReply
-		err := h.n.cfg.Transport.Call(rctx, nd, ServicePath, "Acquire", args, &rep)
-		if err == nil && rep.Code == codeQueued {
-			rep, err = h.n.awaitAnswer(rctx, h.o.id, r.seq, nd, ch)
-			if err != nil && rctx.Err() == nil {
-				return err
-			}
-		}
-		if err == nil {
-			return rep.err(nd)
-		}
-		if rctx.Err() == nil {
-			return fmt.Errorf("%w: %s: %w", ErrNodeLost, nd, err)
-		}
-		return err
+	t.args = &AcquireArgs{Owner: h.o.id, Age: h.o.age, Origin: h.n.cfg.Addr, OriginInc: h.n.inc, Seq: r.seq, LastOK: rh.ok, Mode: r.mode, Keys: r.keys, Holds: r.holds, Released: rh.released}
+	return t
+}
+
+// askNode asks t's node and waits for its answer. ch receives the
+// Answer of a request that waits there: the holder's own channel when
+// it asks one node at a time, nil for one of its own.
+func (h *Holder) askNode(rctx context.Context, t target, ch chan int) error {
+	if t.args == nil {
+		return h.o.take(rctx, h.n, t.keys, t.mode, t.seq, t.holds, nil)
 	}
+	nd := t.nd
+	// Registered before the call: the Answer may overtake its reply.
+	k := answerKey{h.o.id, t.seq, nd}
+	ch = h.n.expectAnswer(k, ch)
+	defer h.n.forgetAnswer(k)
+	var rep AcquireReply
+	err := h.n.cfg.Transport.Call(rctx, nd, ServicePath, "Acquire", t.args, &rep)
+	if err == nil && rep.Code == codeQueued {
+		rep, err = h.n.awaitAnswer(rctx, h.o.id, t.seq, nd, ch)
+		if err != nil && rctx.Err() == nil {
+			return err
+		}
+	}
+	if err == nil {
+		return rep.err(nd)
+	}
+	if rctx.Err() == nil {
+		return fmt.Errorf("%w: %s: %w", ErrNodeLost, nd, err)
+	}
+	return err
 }
 
 // verdict is the error a request ends with: ErrClosed when its holder was
@@ -253,11 +285,24 @@ func contains(s []string, x string) bool {
 	return false
 }
 
+// releaseMsg is a Release in one allocation: the outbox's message, its
+// arguments and, for the usual single key, the key list.
+type releaseMsg struct {
+	m    oneway
+	args ReleaseArgs
+	one  [1]string
+}
+
+func newRelease(owner OwnerID, seq uint64) *releaseMsg {
+	r := &releaseMsg{args: ReleaseArgs{Owner: owner, Seq: seq}}
+	r.m = oneway{method: "Release", args: &r.args}
+	return r
+}
+
 // releaseRemote gives back keys (all when keys is nil) on the other nodes.
 // h.mu is held.
 func (h *Holder) releaseRemote(keys []string) {
 	for nd, rh := range h.remote {
-		var mine []string
 		if keys == nil {
 			if len(rh.keys) == 0 {
 				continue
@@ -266,19 +311,32 @@ func (h *Holder) releaseRemote(keys []string) {
 				rh.released = append(rh.released, k)
 			}
 			clear(rh.keys)
-			h.n.send(nd, "Release", &ReleaseArgs{Owner: h.o.id, Seq: h.seq, All: true})
+			r := newRelease(h.o.id, h.seq)
+			r.args.All = true
+			h.n.sendMsg(nd, &r.m)
 			continue
 		}
+		from := len(rh.released)
 		for _, k := range keys {
 			if _, ok := rh.keys[k]; ok {
-				mine = append(mine, k)
 				delete(rh.keys, k)
 				rh.released = append(rh.released, k)
 			}
 		}
-		if len(mine) > 0 {
-			h.n.send(nd, "Release", &ReleaseArgs{Owner: h.o.id, Keys: mine, Seq: h.seq})
+		mine := rh.released[from:]
+		if len(mine) == 0 {
+			continue
 		}
+		// The message keeps a list of its own: rh.released is sent again
+		// with the next request there, and the outbox sends later.
+		r := newRelease(h.o.id, h.seq)
+		if len(mine) == 1 {
+			r.args.Keys = r.one[:]
+			r.one[0] = mine[0]
+		} else {
+			r.args.Keys = slices.Clone(mine)
+		}
+		h.n.sendMsg(nd, &r.m)
 	}
 }
 
