@@ -65,10 +65,18 @@ func (h *Holder) lockLocal(ctx context.Context, mode Mode, keys []string, seq ui
 func (h *Holder) Release(keys ...string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	quiet := true
 	for _, k := range keys {
-		h.o.release(h.n.table, k, 0)
+		if !h.o.release(h.n.table, k, 0) {
+			quiet = false
+		}
 	}
-	h.releaseRemote(keys)
+	// Held here by nobody else's wait: the release to the other nodes may
+	// wait for the holder's next request there (Config.ReleaseLinger). A
+	// key somebody waits for here is likely waited for there too: a
+	// release late there could make a request that holds the key here
+	// wait there, behind a hold that is no more.
+	h.releaseRemote(keys, quiet)
 }
 
 // ReleaseAll gives back everything the holder holds, on every node.
@@ -76,7 +84,7 @@ func (h *Holder) ReleaseAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.o.releaseAll(h.n.table)
-	h.releaseRemote(nil)
+	h.releaseRemote(nil, false)
 }
 
 // Close releases everything the holder holds on every node and ends its

@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/smallnest/rpcx/client"
@@ -43,6 +44,11 @@ type oneway struct {
 	backoff time.Duration
 	due     time.Time // when a failed try is repeated
 	sent    time.Time // when the try in flight started
+	// notBefore is when a lingering Release may go (zero: at once).
+	notBefore time.Time
+	// obsolete is set when a request carried what the message does
+	// (Holder.releaseRemote): it is not sent.
+	obsolete atomic.Bool
 }
 
 // send delivers a one-way message (Release, Abort, Drop) to node addr in
@@ -110,6 +116,9 @@ type sender struct {
 	inflight map[*client.Call]*oneway
 	ready    []*oneway // retries that are due, sent before the queue
 	later    []*oneway // retries waiting for their backoff
+	// lingering are the Releases waiting for their notBefore, in the
+	// order they came (every one lingers as long).
+	lingering []*oneway
 
 	// A call's context is a window shared by the calls started within
 	// NodeTimeout/4 of each other: each gets 3/4 to all of NodeTimeout.
@@ -161,7 +170,7 @@ func (s *sender) stop() {
 
 // busy reports whether the sender has messages to deliver.
 func (s *sender) busy() bool {
-	if len(s.inflight) > 0 || len(s.ready) > 0 || len(s.later) > 0 {
+	if len(s.inflight) > 0 || len(s.ready) > 0 || len(s.later) > 0 || len(s.lingering) > 0 {
 		return true
 	}
 	s.p.mu.Lock()
@@ -170,22 +179,25 @@ func (s *sender) busy() bool {
 }
 
 // fill starts messages while fewer than limit are in flight: the due
-// retries first, then the queue.
+// retries first, then the lingering Releases whose time came, then the
+// queue. Obsolete messages are dropped wherever they are met.
 func (s *sender) fill() {
-	if len(s.inflight) >= s.limit {
-		return
-	}
 	now := time.Now()
 	for len(s.ready) > 0 && len(s.inflight) < s.limit {
 		m := s.ready[0]
 		s.ready = s.ready[1:]
 		s.start(m, now)
 	}
+	s.fillLingering(now)
 	if len(s.inflight) >= s.limit {
 		return
 	}
 	s.p.mu.Lock()
 	k := min(len(s.p.queue), s.limit-len(s.inflight))
+	if len(s.lingering) < outboxLimit {
+		// Lingering messages take no place in flight: take them all.
+		k = len(s.p.queue)
+	}
 	batch := s.p.queue[:k:k]
 	if k == len(s.p.queue) {
 		s.p.queue = nil
@@ -193,13 +205,61 @@ func (s *sender) fill() {
 		s.p.queue = s.p.queue[k:]
 	}
 	s.p.mu.Unlock()
-	for _, m := range batch {
-		if m.giveUp.IsZero() {
-			m.giveUp = now.Add(giveUpAfter)
-			m.backoff = 10 * time.Millisecond
+	for i, m := range batch {
+		switch {
+		case m.obsolete.Load():
+			s.n.sending.Add(-1)
+		case now.Before(m.notBefore):
+			s.lingering = append(s.lingering, m)
+		case len(s.inflight) < s.limit:
+			if m.giveUp.IsZero() {
+				m.giveUp = now.Add(giveUpAfter)
+				m.backoff = 10 * time.Millisecond
+			}
+			s.start(m, now)
+		default:
+			// No room in flight: the rest goes back to the queue's head.
+			s.requeue(batch[i:])
+			return
 		}
+	}
+}
+
+// fillLingering starts the lingering Releases whose time came, while
+// there is room in flight, and drops the obsolete ones.
+func (s *sender) fillLingering(now time.Time) {
+	i := 0
+	for ; i < len(s.lingering); i++ {
+		m := s.lingering[i]
+		if m.obsolete.Load() {
+			s.n.sending.Add(-1)
+			continue
+		}
+		if now.Before(m.notBefore) || len(s.inflight) >= s.limit {
+			break
+		}
+		m.giveUp = now.Add(giveUpAfter)
+		m.backoff = 10 * time.Millisecond
 		s.start(m, now)
 	}
+	clear(s.lingering[:i])
+	s.lingering = s.lingering[i:]
+}
+
+// requeue puts ms back at the head of the queue.
+func (s *sender) requeue(ms []*oneway) {
+	s.p.mu.Lock()
+	s.p.queue = append(ms[:len(ms):len(ms)], s.p.queue...)
+	s.p.mu.Unlock()
+}
+
+// nextLinger returns when the first lingering Release is due (zero: none
+// lingers).
+func (s *sender) nextLinger() time.Time {
+	if len(s.lingering) == 0 {
+		return time.Time{}
+	}
+	return s.lingering[0].notBefore
 }
 
 // start starts one try of m.

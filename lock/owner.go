@@ -187,17 +187,18 @@ func (o *owner) holdsAny() bool {
 }
 
 // release gives back key if o holds it and no request after seq asked for
-// it again (seq 0: unconditionally).
-func (o *owner) release(t *table, key string, seq uint64) {
+// it again (seq 0: unconditionally). It reports whether it gave it back
+// with nobody waiting for it (quiet).
+func (o *owner) release(t *table, key string, seq uint64) (quiet bool) {
 	o.mu.Lock()
 	hk, ok := o.held[key]
 	if !ok || (seq != 0 && hk.last > seq) {
 		o.mu.Unlock()
-		return
+		return false
 	}
 	delete(o.held, key)
 	o.mu.Unlock()
-	t.release(o, key)
+	return !t.release(o, key)
 }
 
 // pendingReq is a request of a remote holder in progress on this node.

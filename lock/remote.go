@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // remoteHolds is what a holder holds on one other node.
@@ -16,6 +17,20 @@ type remoteHolds struct {
 	ok uint64
 	// released lists the keys released there since the last request.
 	released []string
+	// lingering are the Release messages for released not sent yet: the
+	// next request there carries released and makes them obsolete.
+	lingering []*oneway
+}
+
+// carried makes the lingering releases obsolete: a request carrying
+// released is about to go. If it fails before it applied them, LockOn
+// sends them again (resend).
+func (rh *remoteHolds) carried() {
+	for _, m := range rh.lingering {
+		m.obsolete.Store(true)
+	}
+	clear(rh.lingering)
+	rh.lingering = rh.lingering[:0]
 }
 
 // setWaitingOn records the other nodes o's request in progress waits on.
@@ -111,6 +126,7 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 		}
 		for _, nd := range r.asked {
 			h.n.send(nd, "Abort", &AbortArgs{Owner: h.o.id, Seq: seq})
+			h.resend(nd, seq)
 		}
 		return fmt.Errorf("lock %d keys %s on %d nodes: %w", len(keys), mode, len(nodes), err)
 	}
@@ -223,6 +239,7 @@ func (r *request) prepare(nd string) target {
 		h.remote[nd] = rh
 	}
 	rh.sent = r.seq
+	rh.carried()
 	r.asked = append(r.asked, nd)
 	// released is repeated until a request there succeeds: a failed one
 	// may have been refused before it applied it.
@@ -299,9 +316,9 @@ func newRelease(owner OwnerID, seq uint64) *releaseMsg {
 	return r
 }
 
-// releaseRemote gives back keys (all when keys is nil) on the other nodes.
-// h.mu is held.
-func (h *Holder) releaseRemote(keys []string) {
+// releaseRemote gives back keys (all when keys is nil) on the other nodes,
+// after the node's ReleaseLinger when linger is set. h.mu is held.
+func (h *Holder) releaseRemote(keys []string, linger bool) {
 	for nd, rh := range h.remote {
 		if keys == nil {
 			if len(rh.keys) == 0 {
@@ -313,7 +330,7 @@ func (h *Holder) releaseRemote(keys []string) {
 			clear(rh.keys)
 			r := newRelease(h.o.id, h.seq)
 			r.args.All = true
-			h.n.sendMsg(nd, &r.m)
+			h.sendRelease(nd, rh, r, linger)
 			continue
 		}
 		from := len(rh.released)
@@ -336,14 +353,41 @@ func (h *Holder) releaseRemote(keys []string) {
 		} else {
 			r.args.Keys = slices.Clone(mine)
 		}
-		h.n.sendMsg(nd, &r.m)
+		h.sendRelease(nd, rh, r, linger)
 	}
+}
+
+// sendRelease sends r to nd, with linger after the node's ReleaseLinger
+// unless the holder's next request there carries it first. h.mu is held.
+func (h *Holder) sendRelease(nd string, rh *remoteHolds, r *releaseMsg, linger bool) {
+	if d := h.n.cfg.ReleaseLinger; linger && d > 0 {
+		r.m.notBefore = time.Now().Add(d)
+		rh.lingering = append(rh.lingering, &r.m)
+	}
+	h.n.sendMsg(nd, &r.m)
+}
+
+// resend sends again, at once, the releases that request seq to nd
+// carried: it failed, and may have been refused before it applied them.
+// h.mu is held.
+func (h *Holder) resend(nd string, seq uint64) {
+	rh := h.remote[nd]
+	if rh == nil || len(rh.released) == 0 {
+		return
+	}
+	// Seq before the failed request: a key that request took again is
+	// given back by the Abort, not by this.
+	r := newRelease(h.o.id, seq-1)
+	r.args.Keys = slices.Clone(rh.released)
+	h.n.sendMsg(nd, &r.m)
 }
 
 // dropRemote ends the holder on every other node it ever asked. h.mu is
 // held.
 func (h *Holder) dropRemote() {
 	for nd, rh := range h.remote {
+		// The Drop releases everything there.
+		rh.carried()
 		h.n.send(nd, "Drop", &DropArgs{Owner: h.o.id, LastSeq: rh.sent})
 	}
 	h.remote = nil

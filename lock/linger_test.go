@@ -1,0 +1,69 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/smallnest/rpcx/client"
+)
+
+// countTransport counts the one-way Release messages a node sends.
+type countTransport struct {
+	Transport
+	releases atomic.Int64
+}
+
+func (c *countTransport) note(sm string) {
+	if sm == "Release" {
+		c.releases.Add(1)
+	}
+}
+
+func (c *countTransport) Call(ctx context.Context, addr, sp, sm string, args, reply any) error {
+	c.note(sm)
+	return c.Transport.Call(ctx, addr, sp, sm, args, reply)
+}
+
+func (c *countTransport) Go(ctx context.Context, addr, sp, sm string, args, reply any, done chan *client.Call) *client.Call {
+	c.note(sm)
+	return c.Transport.(asyncTransport).Go(ctx, addr, sp, sm, args, reply, done)
+}
+
+// TestReleaseRidesTheNextRequest: a holder that locks a key on two nodes
+// and releases it, fifty times in a row, sends its releases to the other
+// node inside its next request there (AcquireArgs.Released), not as a
+// message each. The release after the last lock, which no request
+// follows, still arrives on its own: every key is free on both nodes.
+func TestReleaseRidesTheNextRequest(t *testing.T) {
+	var ct *countTransport
+	a, _, _ := nodeWith(t, false, func(c *Config) {
+		ct = &countTransport{Transport: c.Transport}
+		c.Transport = ct
+	})
+	b, _, _ := nodeWith(t, false, nil)
+	nodes := []string{a.Addr(), b.Addr()}
+	h := testHolder(t, a)
+	ctx := context.Background()
+	const rounds = 50
+	for i := range rounds {
+		key := fmt.Sprint("k", i)
+		if err := h.LockOn(ctx, nodes, Exclusive, key); err != nil {
+			t.Fatal(err)
+		}
+		h.Release(key)
+	}
+	for i := range rounds {
+		key := fmt.Sprint("k", i)
+		eventually(t, key+" free on both nodes", func() bool { return freeOn(a, key) && freeOn(b, key) })
+	}
+	// Only the last release has no request to ride; one more for a
+	// request that was slow to follow is allowed, on a busy machine.
+	if n := ct.releases.Load(); n > 5 {
+		t.Fatalf("%d Release messages for %d locks released on the other node: want the releases to ride the next request", n, rounds)
+	}
+	if got := a.Stats().Undelivered; got != 0 {
+		t.Fatalf("%d messages undelivered", got)
+	}
+}
