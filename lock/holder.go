@@ -54,7 +54,7 @@ func (h *Holder) Lock(ctx context.Context, mode Mode, keys ...string) error {
 }
 
 func (h *Holder) lockLocal(ctx context.Context, mode Mode, keys []string, seq uint64) error {
-	err := h.o.take(ctx, h.n, keys, mode, seq, h.holdsRemote(), nil)
+	err := h.o.takeLocal(ctx, h.n, keys, mode, seq, h.holdsRemote())
 	if err != nil {
 		return fmt.Errorf("lock %d keys %s on %s: %w", len(keys), mode, h.n.name(), err)
 	}

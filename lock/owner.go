@@ -156,6 +156,15 @@ func (o *owner) take(ctx context.Context, n *Node, keys []string, mode Mode, seq
 	return nil
 }
 
+// takeLocal is take for a holder of this node: keys free to take are
+// taken at once, with no bookkeeping for a rollback (takeNow).
+func (o *owner) takeLocal(ctx context.Context, n *Node, keys []string, mode Mode, seq uint64, holdsElsewhere bool) error {
+	if o.takeNow(n.table, keys, mode, seq) {
+		return nil
+	}
+	return o.take(ctx, n, keys, mode, seq, holdsElsewhere, nil)
+}
+
 // takeNow takes keys in mode for request seq when every one of them is
 // free to take at once and none is held by o already, and otherwise
 // changes nothing and returns false (take then does the full job).
@@ -226,6 +235,10 @@ func (o *owner) doneOf(seq uint64) chan struct{} {
 // this node that succeeded, so every request to this node in between
 // failed.
 func (o *owner) releaseFailed(t *table, lastOK, seq uint64) {
+	if lastOK+1 >= seq {
+		// No request in between.
+		return
+	}
 	o.undo(t, func(s uint64) bool { return s > lastOK && s < seq })
 }
 

@@ -252,7 +252,7 @@ func (r *request) prepare(nd string) target {
 // it asks one node at a time, nil for one of its own.
 func (h *Holder) askNode(rctx context.Context, t target, ch chan int) error {
 	if t.args == nil {
-		return h.o.take(rctx, h.n, t.keys, t.mode, t.seq, t.holds, nil)
+		return h.o.takeLocal(rctx, h.n, t.keys, t.mode, t.seq, t.holds)
 	}
 	nd := t.nd
 	// Registered before the call: the Answer may overtake its reply.

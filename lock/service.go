@@ -94,15 +94,19 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 	// it, so any still here are withdrawn, and what failed ones took is
 	// given back, before this one starts.
 	var earlier []chan struct{}
-	for seq, p := range o.pending {
-		if seq < a.Seq {
-			p.cancel()
-			earlier = append(earlier, o.doneOf(seq))
+	if len(o.pending) > 0 {
+		for seq, p := range o.pending {
+			if seq < a.Seq {
+				p.cancel()
+				earlier = append(earlier, o.doneOf(seq))
+			}
 		}
 	}
-	for seq := range o.answers {
-		if seq < a.Seq {
-			delete(o.answers, seq)
+	if len(o.answers) > 0 {
+		for seq := range o.answers {
+			if seq < a.Seq {
+				delete(o.answers, seq)
+			}
 		}
 	}
 	if a.Seq-1 > o.aborted {
