@@ -2,9 +2,11 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/smallnest/rpcx/client"
 )
@@ -66,4 +68,31 @@ func TestReleaseRidesTheNextRequest(t *testing.T) {
 	if got := a.Stats().Undelivered; got != 0 {
 		t.Fatalf("%d messages undelivered", got)
 	}
+}
+
+// TestReleaseCarriedByAFailedRequestStillArrives: a release waiting to
+// ride the holder's next request to the other node is not lost when that
+// request fails before the node applied it (here its context ended before
+// it was sent): the key is free there soon, though the holder makes no
+// further request.
+func TestReleaseCarriedByAFailedRequestStillArrives(t *testing.T) {
+	a, _, _ := nodeWith(t, false, func(c *Config) { c.ReleaseLinger = time.Hour })
+	b, _, _ := nodeWith(t, false, nil)
+	h := testHolder(t, a)
+	if err := h.LockOn(context.Background(), []string{a.Addr(), b.Addr()}, Exclusive, "k"); err != nil {
+		t.Fatal(err)
+	}
+	h.Release("k")
+	if !freeOn(a, "k") || freeOn(b, "k") {
+		t.Fatalf("after Release: k on a: %s, on b: %s; want free on a, still held on b (its release lingers)", dump(a, "k"), dump(b, "k"))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	// The transport may still deliver a call whose context ended as it
+	// was made (then the request succeeded and applied the release
+	// itself); the point here is the other outcome.
+	if err := h.LockOn(ctx, []string{b.Addr()}, Exclusive, "other"); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("LockOn with an ended ctx: %v", err)
+	}
+	eventually(t, "k free on b", func() bool { return freeOn(b, "k") })
 }
