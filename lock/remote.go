@@ -255,16 +255,20 @@ func (h *Holder) askNode(rctx context.Context, t target, ch chan int) error {
 		return h.o.takeLocal(rctx, h.n, t.keys, t.mode, t.seq, t.holds)
 	}
 	nd := t.nd
-	// Registered before the call: the Answer may overtake its reply.
-	k := answerKey{h.o.id, t.seq, nd}
-	ch = h.n.expectAnswer(k, ch)
-	defer h.n.forgetAnswer(k)
 	var rep AcquireReply
 	err := h.n.cfg.Transport.Call(rctx, nd, ServicePath, "Acquire", t.args, &rep)
 	if err == nil && rep.Code == codeQueued {
-		rep, err = h.n.awaitAnswer(rctx, h.o.id, t.seq, nd, ch)
-		if err != nil && rctx.Err() == nil {
-			return err
+		// An Answer that overtook the reply waits in the early table.
+		k := answerKey{h.o.id, t.seq, nd}
+		ch, code, ok := h.n.expectAnswer(k, ch)
+		if ok {
+			rep.Code = code
+		} else {
+			rep, err = h.n.awaitAnswer(rctx, h.o.id, t.seq, nd, ch)
+			h.n.forgetAnswer(k)
+			if err != nil && rctx.Err() == nil {
+				return err
+			}
 		}
 	}
 	if err == nil {
