@@ -65,7 +65,7 @@
 // holder's node waits for its Answer, polling Status every NodeTimeout/2.
 //
 // Timers: a peer sender's idle, sweep and retry timers (the retry timer
-// also wakes it for the lingering releases) and the deadline
+// also wakes it when the first lingering release is due) and the deadline
 // of its calls' shared context (stopped with the sender); a queued
 // request's deadlock probe (stopped when the wait ends),
 // the Status ticker of a remote wait (stopped when it ends)

@@ -65,18 +65,18 @@ func (n *Node) sendMsg(addr string, m *oneway) {
 	// Queued under n.mu, so that an idle sender that ends (sendTo) never
 	// leaves a message behind. A read lock is enough for a peer that
 	// exists (forgetIdle takes the write lock).
-	var full bool
+	var full, first bool
 	n.mu.RLock()
 	p := n.peers[addr]
 	if p != nil {
-		full = p.enqueue(n, m)
+		full, first = p.enqueue(n, m)
 		n.mu.RUnlock()
 	} else {
 		n.mu.RUnlock()
 		n.mu.Lock()
 		p = n.peerLocked(addr)
 		if p != nil {
-			full = p.enqueue(n, m)
+			full, first = p.enqueue(n, m)
 		}
 		n.mu.Unlock()
 		if p == nil {
@@ -87,23 +87,30 @@ func (n *Node) sendMsg(addr string, m *oneway) {
 		n.undelivered.Add(1)
 		return
 	}
+	if !m.notBefore.IsZero() && !first {
+		// A lingering Release behind others: the sender wakes when the
+		// queue's head is due at the latest, and every one lingers as
+		// long. Not waking it for each spares a goroutine switch per
+		// release.
+		return
+	}
 	select {
 	case p.wake <- struct{}{}:
 	default:
 	}
 }
 
-// enqueue queues m; it reports whether the queue was full (m dropped).
-// n.mu is held, read or write.
-func (p *peer) enqueue(n *Node, m *oneway) (full bool) {
+// enqueue queues m; it reports whether the queue was full (m dropped) and
+// whether m is the first in the queue. n.mu is held, read or write.
+func (p *peer) enqueue(n *Node, m *oneway) (full, first bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.queue) >= outboxLimit {
-		return true
+		return true, false
 	}
 	p.queue = append(p.queue, m)
 	n.sending.Add(1)
-	return false
+	return false, len(p.queue) == 1
 }
 
 // sender is the state of one peer's sender goroutine; only that goroutine
@@ -116,9 +123,11 @@ type sender struct {
 	inflight map[*client.Call]*oneway
 	ready    []*oneway // retries that are due, sent before the queue
 	later    []*oneway // retries waiting for their backoff
-	// lingering are the Releases waiting for their notBefore, in the
-	// order they came (every one lingers as long).
-	lingering []*oneway
+	// next is when the lingering Release at the queue's head is due, as
+	// fill last saw it (zero: none).
+	next time.Time
+	// starting is fill's scratch list of the messages it starts.
+	starting []*oneway
 
 	// A call's context is a window shared by the calls started within
 	// NodeTimeout/4 of each other: each gets 3/4 to all of NodeTimeout.
@@ -170,7 +179,7 @@ func (s *sender) stop() {
 
 // busy reports whether the sender has messages to deliver.
 func (s *sender) busy() bool {
-	if len(s.inflight) > 0 || len(s.ready) > 0 || len(s.later) > 0 || len(s.lingering) > 0 {
+	if len(s.inflight) > 0 || len(s.ready) > 0 || len(s.later) > 0 {
 		return true
 	}
 	s.p.mu.Lock()
@@ -179,8 +188,8 @@ func (s *sender) busy() bool {
 }
 
 // fill starts messages while fewer than limit are in flight: the due
-// retries first, then the lingering Releases whose time came, then the
-// queue. Obsolete messages are dropped wherever they are met.
+// retries first, then the queue in order. A lingering Release stays in the
+// queue until its time comes; an obsolete one is dropped.
 func (s *sender) fill() {
 	now := time.Now()
 	for len(s.ready) > 0 && len(s.inflight) < s.limit {
@@ -188,78 +197,50 @@ func (s *sender) fill() {
 		s.ready = s.ready[1:]
 		s.start(m, now)
 	}
-	s.fillLingering(now)
-	if len(s.inflight) >= s.limit {
-		return
-	}
+	room := s.limit - len(s.inflight)
+	starts := s.starting[:0]
 	s.p.mu.Lock()
-	k := min(len(s.p.queue), s.limit-len(s.inflight))
-	if len(s.lingering) < outboxLimit {
-		// Lingering messages take no place in flight: take them all.
-		k = len(s.p.queue)
-	}
-	batch := s.p.queue[:k:k]
-	if k == len(s.p.queue) {
-		s.p.queue = nil
-	} else {
-		s.p.queue = s.p.queue[k:]
-	}
-	s.p.mu.Unlock()
-	for i, m := range batch {
+	q := s.p.queue
+	kept := q[:0]
+scan:
+	for i, m := range q {
 		switch {
 		case m.obsolete.Load():
 			s.n.sending.Add(-1)
 		case now.Before(m.notBefore):
-			s.lingering = append(s.lingering, m)
-		case len(s.inflight) < s.limit:
-			if m.giveUp.IsZero() {
-				m.giveUp = now.Add(giveUpAfter)
-				m.backoff = 10 * time.Millisecond
-			}
-			s.start(m, now)
+			kept = append(kept, m)
+		case len(starts) < room:
+			starts = append(starts, m)
 		default:
-			// No room in flight: the rest goes back to the queue's head.
-			s.requeue(batch[i:])
-			return
+			// No room in flight: the rest waits, in order.
+			kept = append(kept, q[i:]...)
+			break scan
 		}
 	}
-}
-
-// fillLingering starts the lingering Releases whose time came, while
-// there is room in flight, and drops the obsolete ones.
-func (s *sender) fillLingering(now time.Time) {
-	i := 0
-	for ; i < len(s.lingering); i++ {
-		m := s.lingering[i]
-		if m.obsolete.Load() {
-			s.n.sending.Add(-1)
-			continue
+	clear(q[len(kept):])
+	s.p.queue = kept
+	s.next = time.Time{}
+	if len(kept) > 0 && !kept[0].notBefore.IsZero() {
+		s.next = kept[0].notBefore
+	}
+	s.p.mu.Unlock()
+	// Started without p.mu: a call to a peer still connecting may wait,
+	// and a release must not wait for it.
+	for _, m := range starts {
+		if m.giveUp.IsZero() {
+			m.giveUp = now.Add(giveUpAfter)
+			m.backoff = 10 * time.Millisecond
 		}
-		if now.Before(m.notBefore) || len(s.inflight) >= s.limit {
-			break
-		}
-		m.giveUp = now.Add(giveUpAfter)
-		m.backoff = 10 * time.Millisecond
 		s.start(m, now)
 	}
-	clear(s.lingering[:i])
-	s.lingering = s.lingering[i:]
+	clear(starts)
+	s.starting = starts[:0]
 }
 
-// requeue puts ms back at the head of the queue.
-func (s *sender) requeue(ms []*oneway) {
-	s.p.mu.Lock()
-	s.p.queue = append(ms[:len(ms):len(ms)], s.p.queue...)
-	s.p.mu.Unlock()
-}
-
-// nextLinger returns when the first lingering Release is due (zero: none
-// lingers).
+// nextLinger returns when the first lingering Release in the queue is due
+// (zero: none lingers at its head).
 func (s *sender) nextLinger() time.Time {
-	if len(s.lingering) == 0 {
-		return time.Time{}
-	}
-	return s.lingering[0].notBefore
+	return s.next
 }
 
 // start starts one try of m.
