@@ -106,11 +106,30 @@ func (p *peer) enqueue(n *Node, m *oneway) (full, first bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.queue) >= outboxLimit {
+		p.compact(n)
+	}
+	if len(p.queue) >= outboxLimit {
 		return true, false
 	}
 	p.queue = append(p.queue, m)
 	n.sending.Add(1)
 	return false, len(p.queue) == 1
+}
+
+// compact drops the obsolete messages from the queue (lingering releases
+// that a request carried, which the sender has not looked at yet). p.mu
+// is held.
+func (p *peer) compact(n *Node) {
+	kept := p.queue[:0]
+	for _, m := range p.queue {
+		if m.obsolete.Load() {
+			n.sending.Add(-1)
+			continue
+		}
+		kept = append(kept, m)
+	}
+	clear(p.queue[len(kept):])
+	p.queue = kept
 }
 
 // sender is the state of one peer's sender goroutine; only that goroutine
