@@ -101,6 +101,11 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 	if closed || h.n.isClosed() {
 		return ErrClosed
 	}
+	if err := ctx.Err(); err != nil {
+		// Not sent: a transport may still deliver a call whose context
+		// ended as it was made, and the other node would grant it.
+		return fmt.Errorf("lock %d keys %s on %d nodes: %w", len(keys), mode, len(nodes), err)
+	}
 	if h.remote == nil {
 		h.remote = make(map[string]*remoteHolds)
 	}
