@@ -68,14 +68,21 @@ func (s *Service) Answer(ctx context.Context, a *AnswerArgs, _ *Ack) error {
 	k := answerKey{a.Owner, a.Seq, a.Node}
 	sh := n.answerShard(k)
 	sh.mu.Lock()
-	ch := sh.m[k]
-	sh.mu.Unlock()
-	if ch != nil {
+	// Under the mutex: see expectAnswer.
+	if ch := sh.m[k]; ch != nil {
 		select {
 		case ch <- a.Code:
 		default:
 		}
+	} else if len(sh.early) < earlyLimit {
+		// Ahead of the Acquire reply that says the request waits: kept
+		// for the request's expectAnswer (or swept, if nobody asks).
+		if sh.early == nil {
+			sh.early = make(map[answerKey]earlyAnswer)
+		}
+		sh.early[k] = earlyAnswer{code: a.Code, at: time.Now()}
 	}
+	sh.mu.Unlock()
 	return nil
 }
 
@@ -84,9 +91,9 @@ func (s *Service) Answer(ctx context.Context, a *AnswerArgs, _ *Ack) error {
 // know it (it restarted, or dropped the holder).
 func (s *Service) Status(ctx context.Context, a *StatusArgs, r *AcquireReply) error {
 	n := s.n
-	n.mu.Lock()
+	n.mu.RLock()
 	o := n.proxies[a.Owner]
-	n.mu.Unlock()
+	n.mu.RUnlock()
 	r.Code = codeUnknown
 	if o == nil {
 		return nil
@@ -105,26 +112,53 @@ func (s *Service) Status(ctx context.Context, a *StatusArgs, r *AcquireReply) er
 // into, by holder.
 const answerShards = 64
 
+// earlyLimit bounds the Answers one shard keeps for requests not
+// registered yet; more are dropped (the request's Status finds them).
+const earlyLimit = 1024
+
 // answerShard is one part of the table of expected answers.
 type answerShard struct {
-	mu sync.Mutex // guards m
+	mu sync.Mutex // guards m and early
 	m  map[answerKey]chan int
-	_  [48]byte // a cache line each: the shards are locked from all cores
+	// early are Answers that came before their request was registered:
+	// ahead of the Acquire reply that said it waits, or for a request
+	// that is over (swept after NodeTimeout).
+	early map[answerKey]earlyAnswer
+	_     [40]byte // a cache line each: the shards are locked from all cores
+}
+
+type earlyAnswer struct {
+	code int
+	at   time.Time
 }
 
 func (n *Node) answerShard(k answerKey) *answerShard {
 	return &n.answers[(k.owner.Node^k.owner.Seq)%answerShards]
 }
 
-// expectAnswer registers request k, about to be sent, so that its Answer
-// is kept; forgetAnswer forgets it.
-func (n *Node) expectAnswer(k answerKey) chan int {
-	ch := make(chan int, 1)
+// expectAnswer registers request k, which the node it asked said waits,
+// so that its Answer is kept on ch (emptied first), or on a new channel
+// when ch is nil; forgetAnswer forgets it. An Answer that came already is
+// taken at once (ok). Only a request that waits is registered: most are
+// granted in their reply. Answers are sent under the shard's mutex, so
+// none reaches ch once k is forgotten: ch can serve the next request.
+func (n *Node) expectAnswer(k answerKey, ch chan int) (_ chan int, code int, ok bool) {
 	sh := n.answerShard(k)
 	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e, found := sh.early[k]; found {
+		delete(sh.early, k)
+		return nil, e.code, true
+	}
+	if ch == nil {
+		ch = make(chan int, 1)
+	}
+	select {
+	case <-ch:
+	default:
+	}
 	sh.m[k] = ch
-	sh.mu.Unlock()
-	return ch
+	return ch, 0, false
 }
 
 // forgetAnswer forgets request k (see expectAnswer).
@@ -133,6 +167,21 @@ func (n *Node) forgetAnswer(k answerKey) {
 	sh.mu.Lock()
 	delete(sh.m, k)
 	sh.mu.Unlock()
+}
+
+// sweepEarlyAnswers forgets the early Answers older than NodeTimeout:
+// their requests are over.
+func (n *Node) sweepEarlyAnswers(now time.Time) {
+	for i := range n.answers {
+		sh := &n.answers[i]
+		sh.mu.Lock()
+		for k, e := range sh.early {
+			if now.Sub(e.at) > n.cfg.NodeTimeout {
+				delete(sh.early, k)
+			}
+		}
+		sh.mu.Unlock()
+	}
 }
 
 // awaitAnswer waits for the verdict of a request queued on node nd.

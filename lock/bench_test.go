@@ -38,3 +38,40 @@ func BenchmarkDesign4SharedLocal(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)*10/b.Elapsed().Seconds(), "locks/s")
 }
+
+// BenchmarkDesign1TwoNodes is elock's design 1 in one process: holders of
+// two nodes each take one exclusive lock on both nodes, on a key drawn from
+// a large pool, and release it. One op is one lock; allocations per op
+// cover both nodes.
+func BenchmarkDesign1TwoNodes(b *testing.B) {
+	a, _, _ := nodeWith(b, false, nil)
+	c, _, _ := nodeWith(b, false, nil)
+	nodes := []string{a.cfg.Addr, c.cfg.Addr}
+	var ids atomic.Int64
+	b.SetParallelism(200)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		id := ids.Add(1)
+		n := a
+		if id%2 == 0 {
+			n = c
+		}
+		h, err := n.NewHolder(context.Background())
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer h.Close()
+		ctx := context.Background()
+		for i := 0; pb.Next(); i++ {
+			key := fmt.Sprintf("k%d/%d", id, i%1000)
+			if err := h.LockOn(ctx, nodes, Exclusive, key); err != nil {
+				b.Error(err)
+				return
+			}
+			h.Release(key)
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "locks/s")
+}

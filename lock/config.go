@@ -17,6 +17,7 @@ const (
 	DefaultProbeLimit    = 1000
 	DefaultProbeInterval = 200 * time.Millisecond
 	DefaultNodeTimeout   = 2 * time.Second
+	DefaultReleaseLinger = 2 * time.Millisecond
 )
 
 // Transport is how a node reaches the other nodes. *batchclient.Client
@@ -60,6 +61,14 @@ type Config struct {
 	// this node drops the locks its holders hold here; set it to the
 	// transport's heartbeat timeout. Default DefaultNodeTimeout.
 	NodeTimeout time.Duration
+	// ReleaseLinger is how long a release of keys held on another node
+	// waits before it is sent there on its own. A request of the same
+	// holder to that node within that time carries the release instead
+	// (AcquireArgs.Released), and the message is not sent: a holder that
+	// locks and releases in a loop costs that node one message per lock,
+	// not two. A holder that does not come back hands its keys over that
+	// much later. Default DefaultReleaseLinger; negative: no linger.
+	ReleaseLinger time.Duration
 }
 
 // New starts a lock node. With cfg.Server set, its lock service is
@@ -74,6 +83,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	if cfg.NodeTimeout <= 0 {
 		cfg.NodeTimeout = DefaultNodeTimeout
+	}
+	if cfg.ReleaseLinger == 0 {
+		cfg.ReleaseLinger = DefaultReleaseLinger
 	}
 	if cfg.Server != nil && cfg.Addr == "" {
 		return nil, fmt.Errorf("%w: Addr is required with Server: other nodes name this node by it", ErrConfig)

@@ -26,6 +26,14 @@
 // while holding nothing for the request means two requests for the same
 // keys cannot each be granted on one node and wait on the other.
 //
+// A release of keys held on other nodes is immediate here and travels
+// to the other nodes in the background (outbox.go). When nobody waited
+// for the keys here, it lingers for Config.ReleaseLinger first: the
+// holder's next request to that node carries its releases
+// (AcquireArgs.Released) and the message is then not sent, so a holder
+// that locks and releases in a loop costs the other node one message per
+// lock.
+//
 // # Goroutines
 //
 //	goroutine           started by            stopped by               waited for by
@@ -56,7 +64,8 @@
 // holds no rpcx handler (nor a worker of server.WithPool's pool); the
 // holder's node waits for its Answer, polling Status every NodeTimeout/2.
 //
-// Timers: a peer sender's idle, sweep and retry timers and the deadline
+// Timers: a peer sender's idle, sweep and retry timers (the retry timer
+// also wakes it when the first lingering release is due) and the deadline
 // of its calls' shared context (stopped with the sender); a queued
 // request's deadlock probe (stopped when the wait ends),
 // the Status ticker of a remote wait (stopped when it ends)

@@ -28,6 +28,9 @@ type Holder struct {
 	seq uint64     // the last request's number
 	// remote holds, per other node, the keys this holder holds there.
 	remote map[string]*remoteHolds
+	// ans receives the Answer of a request that waits on another node,
+	// when the holder asks one node at a time (answer.go).
+	ans chan int
 }
 
 // ID returns the holder's cluster-wide id.
@@ -51,7 +54,7 @@ func (h *Holder) Lock(ctx context.Context, mode Mode, keys ...string) error {
 }
 
 func (h *Holder) lockLocal(ctx context.Context, mode Mode, keys []string, seq uint64) error {
-	err := h.o.take(ctx, h.n, keys, mode, seq, h.holdsRemote(), nil)
+	err := h.o.takeLocal(ctx, h.n, keys, mode, seq, h.holdsRemote())
 	if err != nil {
 		return fmt.Errorf("lock %d keys %s on %s: %w", len(keys), mode, h.n.name(), err)
 	}
@@ -62,10 +65,18 @@ func (h *Holder) lockLocal(ctx context.Context, mode Mode, keys []string, seq ui
 func (h *Holder) Release(keys ...string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	quiet := true
 	for _, k := range keys {
-		h.o.release(h.n.table, k, 0)
+		if !h.o.release(h.n.table, k, 0) {
+			quiet = false
+		}
 	}
-	h.releaseRemote(keys)
+	// Held here by nobody else's wait: the release to the other nodes may
+	// wait for the holder's next request there (Config.ReleaseLinger). A
+	// key somebody waits for here is likely waited for there too: a
+	// release late there could make a request that holds the key here
+	// wait there, behind a hold that is no more.
+	h.releaseRemote(keys, quiet)
 }
 
 // ReleaseAll gives back everything the holder holds, on every node.
@@ -73,7 +84,7 @@ func (h *Holder) ReleaseAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.o.releaseAll(h.n.table)
-	h.releaseRemote(nil)
+	h.releaseRemote(nil, false)
 }
 
 // Close releases everything the holder holds on every node and ends its

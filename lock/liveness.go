@@ -52,6 +52,7 @@ func (n *Node) watchPeers() {
 			return
 		case <-tick.C:
 		}
+		n.sweepEarlyAnswers(time.Now())
 		origins := n.origins()
 		for a := range watches {
 			if _, ok := origins[a]; !ok {

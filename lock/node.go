@@ -26,9 +26,13 @@ type Node struct {
 	// passes here, so they are sharded, each shard with a mutex of its own.
 	answers [answerShards]answerShard
 
-	mu      sync.Mutex // guards what follows
-	closed  bool       // Close began: no new holders, requests or grants
-	stopped bool       // Close ended the background sends
+	// mu guards what follows. Every request and release of another
+	// node's holder reads proxies, and every release to another node
+	// reads peers: those only read, under RLock, so that they do not queue
+	// behind each other on two cores.
+	mu      sync.RWMutex
+	closed  bool // Close began: no new holders, requests or grants
+	stopped bool // Close ended the background sends
 	// holders are the open holders of this node, closed by Close.
 	holders map[OwnerID]*Holder
 	// tombs are the gone holders of other nodes (see tomb.go).
@@ -85,6 +89,7 @@ func (n *Node) Addr() string { return n.cfg.Addr }
 func (n *Node) NewHolder(ctx context.Context) (*Holder, error) {
 	h := &Holder{n: n, o: newOwner(OwnerID{Node: n.inc, Seq: n.seq.Add(1)}, time.Now().UnixNano(), "")}
 	h.life, h.end = context.WithCancel(context.Background())
+	h.ans = make(chan int, 1)
 	h.stop = context.AfterFunc(ctx, func() { h.Close() })
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -148,7 +153,7 @@ func (n *Node) sendsInFlight() int64 {
 
 // isClosed reports whether Close began.
 func (n *Node) isClosed() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.mu.RLock()
+	defer n.mu.RUnlock()
 	return n.closed
 }

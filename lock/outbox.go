@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/smallnest/rpcx/client"
@@ -43,6 +44,11 @@ type oneway struct {
 	backoff time.Duration
 	due     time.Time // when a failed try is repeated
 	sent    time.Time // when the try in flight started
+	// notBefore is when a lingering Release may go (zero: at once).
+	notBefore time.Time
+	// obsolete is set when a request carried what the message does
+	// (Holder.releaseRemote): it is not sent.
+	obsolete atomic.Bool
 }
 
 // send delivers a one-way message (Release, Abort, Drop) to node addr in
@@ -51,30 +57,79 @@ type oneway struct {
 // locks of a node it cannot reach for NodeTimeout by itself). A closing
 // node tries once.
 func (n *Node) send(addr, method string, args any) {
-	n.mu.Lock()
-	p := n.peerLocked(addr)
-	if p == nil {
-		n.mu.Unlock()
-		return
-	}
+	n.sendMsg(addr, &oneway{method: method, args: args})
+}
+
+// sendMsg is send for a message made by the caller.
+func (n *Node) sendMsg(addr string, m *oneway) {
 	// Queued under n.mu, so that an idle sender that ends (sendTo) never
-	// leaves a message behind.
-	p.mu.Lock()
-	full := len(p.queue) >= outboxLimit
-	if !full {
-		p.queue = append(p.queue, &oneway{method: method, args: args})
-		n.sending.Add(1)
+	// leaves a message behind. A read lock is enough for a peer that
+	// exists (forgetIdle takes the write lock).
+	var full, first bool
+	n.mu.RLock()
+	p := n.peers[addr]
+	if p != nil {
+		full, first = p.enqueue(n, m)
+		n.mu.RUnlock()
+	} else {
+		n.mu.RUnlock()
+		n.mu.Lock()
+		p = n.peerLocked(addr)
+		if p != nil {
+			full, first = p.enqueue(n, m)
+		}
+		n.mu.Unlock()
+		if p == nil {
+			return
+		}
 	}
-	p.mu.Unlock()
-	n.mu.Unlock()
 	if full {
 		n.undelivered.Add(1)
+		return
+	}
+	if !m.notBefore.IsZero() && !first {
+		// A lingering Release behind others: the sender wakes when the
+		// queue's head is due at the latest, and every one lingers as
+		// long. Not waking it for each spares a goroutine switch per
+		// release.
 		return
 	}
 	select {
 	case p.wake <- struct{}{}:
 	default:
 	}
+}
+
+// enqueue queues m; it reports whether the queue was full (m dropped) and
+// whether m is the first in the queue. n.mu is held, read or write.
+func (p *peer) enqueue(n *Node, m *oneway) (full, first bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queue) >= outboxLimit {
+		p.compact(n)
+	}
+	if len(p.queue) >= outboxLimit {
+		return true, false
+	}
+	p.queue = append(p.queue, m)
+	n.sending.Add(1)
+	return false, len(p.queue) == 1
+}
+
+// compact drops the obsolete messages from the queue (lingering releases
+// that a request carried, which the sender has not looked at yet). p.mu
+// is held.
+func (p *peer) compact(n *Node) {
+	kept := p.queue[:0]
+	for _, m := range p.queue {
+		if m.obsolete.Load() {
+			n.sending.Add(-1)
+			continue
+		}
+		kept = append(kept, m)
+	}
+	clear(p.queue[len(kept):])
+	p.queue = kept
 }
 
 // sender is the state of one peer's sender goroutine; only that goroutine
@@ -87,6 +142,11 @@ type sender struct {
 	inflight map[*client.Call]*oneway
 	ready    []*oneway // retries that are due, sent before the queue
 	later    []*oneway // retries waiting for their backoff
+	// next is when the lingering Release at the queue's head is due, as
+	// fill last saw it (zero: none).
+	next time.Time
+	// starting is fill's scratch list of the messages it starts.
+	starting []*oneway
 
 	// A call's context is a window shared by the calls started within
 	// NodeTimeout/4 of each other: each gets 3/4 to all of NodeTimeout.
@@ -147,36 +207,59 @@ func (s *sender) busy() bool {
 }
 
 // fill starts messages while fewer than limit are in flight: the due
-// retries first, then the queue.
+// retries first, then the queue in order. A lingering Release stays in the
+// queue until its time comes; an obsolete one is dropped.
 func (s *sender) fill() {
-	if len(s.inflight) >= s.limit {
-		return
-	}
 	now := time.Now()
 	for len(s.ready) > 0 && len(s.inflight) < s.limit {
 		m := s.ready[0]
 		s.ready = s.ready[1:]
 		s.start(m, now)
 	}
-	if len(s.inflight) >= s.limit {
-		return
-	}
+	room := s.limit - len(s.inflight)
+	starts := s.starting[:0]
 	s.p.mu.Lock()
-	k := min(len(s.p.queue), s.limit-len(s.inflight))
-	batch := s.p.queue[:k:k]
-	if k == len(s.p.queue) {
-		s.p.queue = nil
-	} else {
-		s.p.queue = s.p.queue[k:]
+	q := s.p.queue
+	kept := q[:0]
+scan:
+	for i, m := range q {
+		switch {
+		case m.obsolete.Load():
+			s.n.sending.Add(-1)
+		case now.Before(m.notBefore):
+			kept = append(kept, m)
+		case len(starts) < room:
+			starts = append(starts, m)
+		default:
+			// No room in flight: the rest waits, in order.
+			kept = append(kept, q[i:]...)
+			break scan
+		}
+	}
+	clear(q[len(kept):])
+	s.p.queue = kept
+	s.next = time.Time{}
+	if len(kept) > 0 && !kept[0].notBefore.IsZero() {
+		s.next = kept[0].notBefore
 	}
 	s.p.mu.Unlock()
-	for _, m := range batch {
+	// Started without p.mu: a call to a peer still connecting may wait,
+	// and a release must not wait for it.
+	for _, m := range starts {
 		if m.giveUp.IsZero() {
 			m.giveUp = now.Add(giveUpAfter)
 			m.backoff = 10 * time.Millisecond
 		}
 		s.start(m, now)
 	}
+	clear(starts)
+	s.starting = starts[:0]
+}
+
+// nextLinger returns when the first lingering Release in the queue is due
+// (zero: none lingers at its head).
+func (s *sender) nextLinger() time.Time {
+	return s.next
 }
 
 // start starts one try of m.

@@ -156,6 +156,15 @@ func (o *owner) take(ctx context.Context, n *Node, keys []string, mode Mode, seq
 	return nil
 }
 
+// takeLocal is take for a holder of this node: keys free to take are
+// taken at once, with no bookkeeping for a rollback (takeNow).
+func (o *owner) takeLocal(ctx context.Context, n *Node, keys []string, mode Mode, seq uint64, holdsElsewhere bool) error {
+	if o.takeNow(n.table, keys, mode, seq) {
+		return nil
+	}
+	return o.take(ctx, n, keys, mode, seq, holdsElsewhere, nil)
+}
+
 // takeNow takes keys in mode for request seq when every one of them is
 // free to take at once and none is held by o already, and otherwise
 // changes nothing and returns false (take then does the full job).
@@ -187,23 +196,38 @@ func (o *owner) holdsAny() bool {
 }
 
 // release gives back key if o holds it and no request after seq asked for
-// it again (seq 0: unconditionally).
-func (o *owner) release(t *table, key string, seq uint64) {
+// it again (seq 0: unconditionally). It reports whether it gave it back
+// with nobody waiting for it (quiet).
+func (o *owner) release(t *table, key string, seq uint64) (quiet bool) {
 	o.mu.Lock()
 	hk, ok := o.held[key]
 	if !ok || (seq != 0 && hk.last > seq) {
 		o.mu.Unlock()
-		return
+		return false
 	}
 	delete(o.held, key)
 	o.mu.Unlock()
-	t.release(o, key)
+	return !t.release(o, key)
 }
 
 // pendingReq is a request of a remote holder in progress on this node.
 type pendingReq struct {
 	cancel context.CancelFunc
-	done   chan struct{}
+	// done is closed when the request ends. It is made by the first
+	// request of the same holder that must wait for this one (rare), and
+	// closed by the request as it leaves pending.
+	done chan struct{}
+}
+
+// doneOf returns the channel closed when request seq, in pending, ends.
+// o.mu is held.
+func (o *owner) doneOf(seq uint64) chan struct{} {
+	p := o.pending[seq]
+	if p.done == nil {
+		p.done = make(chan struct{})
+		o.pending[seq] = p
+	}
+	return p.done
 }
 
 // releaseFailed undoes what the requests after lastOK and before seq did
@@ -211,6 +235,10 @@ type pendingReq struct {
 // this node that succeeded, so every request to this node in between
 // failed.
 func (o *owner) releaseFailed(t *table, lastOK, seq uint64) {
+	if lastOK+1 >= seq {
+		// No request in between.
+		return
+	}
 	o.undo(t, func(s uint64) bool { return s > lastOK && s < seq })
 }
 

@@ -123,10 +123,14 @@ func (n *Node) sendTo(p *peer) {
 		if s.busy() {
 			idle.Reset(peerIdle * n.cfg.NodeTimeout)
 		}
-		if next := s.due(time.Now()); !next.IsZero() {
+		next := s.due(time.Now())
+		s.fill()
+		if l := s.nextLinger(); !l.IsZero() && (next.IsZero() || l.Before(next)) {
+			next = l
+		}
+		if !next.IsZero() {
 			retry.Reset(time.Until(next))
 		}
-		s.fill()
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // remoteHolds is what a holder holds on one other node.
@@ -16,6 +17,20 @@ type remoteHolds struct {
 	ok uint64
 	// released lists the keys released there since the last request.
 	released []string
+	// lingering are the Release messages for released not sent yet: the
+	// next request there carries released and makes them obsolete.
+	lingering []*oneway
+}
+
+// carried makes the lingering releases obsolete: a request carrying
+// released is about to go. If it fails before it applied them, LockOn
+// sends them again (resend).
+func (rh *remoteHolds) carried() {
+	for _, m := range rh.lingering {
+		m.obsolete.Store(true)
+	}
+	clear(rh.lingering)
+	rh.lingering = rh.lingering[:0]
 }
 
 // setWaitingOn records the other nodes o's request in progress waits on.
@@ -25,11 +40,12 @@ func (o *owner) setWaitingOn(nodes []string) {
 	o.mu.Unlock()
 }
 
-// whereWaits returns the other nodes o's request in progress waits on.
+// whereWaits returns the other nodes o's request in progress waits on: a
+// copy, since the list is the caller's own while its request runs.
 func (o *owner) whereWaits() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.waitingOn
+	return slices.Clone(o.waitingOn)
 }
 
 // holdsAnywhere reports whether h holds anything on any node. h.mu is held.
@@ -85,10 +101,16 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 	if closed || h.n.isClosed() {
 		return ErrClosed
 	}
+	if err := ctx.Err(); err != nil {
+		// Not sent: a transport may still deliver a call whose context
+		// ended as it was made, and the other node would grant it.
+		return fmt.Errorf("lock %d keys %s on %d nodes: %w", len(keys), mode, len(nodes), err)
+	}
 	if h.remote == nil {
 		h.remote = make(map[string]*remoteHolds)
 	}
-	r := &request{h: h, seq: seq, mode: mode, keys: keys, holds: h.holdsAnywhere()}
+	r := request{h: h, seq: seq, mode: mode, keys: keys, holds: h.holdsAnywhere()}
+	r.asked = r.askedBuf[:0]
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Close ends the request wherever it waits.
@@ -109,6 +131,7 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 		}
 		for _, nd := range r.asked {
 			h.n.send(nd, "Abort", &AbortArgs{Owner: h.o.id, Seq: seq})
+			h.resend(nd, seq)
 		}
 		return fmt.Errorf("lock %d keys %s on %d nodes: %w", len(keys), mode, len(nodes), err)
 	}
@@ -124,8 +147,20 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 }
 
 // nodeOrder returns nodes without duplicates, "" read as self, in the
-// order every node asks them in: sorted by address.
+// order every node asks them in: sorted by address. nodes itself, when it
+// is that already (a caller that names the same nodes each time): the
+// request reads it only while it runs.
 func nodeOrder(nodes []string, self string) []string {
+	ordered := true
+	for i, nd := range nodes {
+		if nd == "" || (i > 0 && nodes[i-1] >= nd) {
+			ordered = false
+			break
+		}
+	}
+	if ordered {
+		return nodes
+	}
 	out := make([]string, 0, len(nodes))
 	for _, nd := range nodes {
 		if nd == "" {
@@ -139,8 +174,7 @@ func nodeOrder(nodes []string, self string) []string {
 	return out
 }
 
-// request is one LockOn in progress. Only its own goroutine uses it;
-// the calls prepare returns may run on others.
+// request is one LockOn in progress. Only its own goroutine uses it.
 type request struct {
 	h     *Holder
 	seq   uint64
@@ -148,8 +182,19 @@ type request struct {
 	keys  []string
 	holds bool // the holder holds something somewhere: walk at once
 
-	local bool     // this node was asked
-	asked []string // the other nodes asked
+	local    bool     // this node was asked
+	asked    []string // the other nodes asked
+	askedBuf [2]string
+}
+
+// target is one node a request asks: this node (args nil) or another.
+type target struct {
+	nd    string
+	args  *AcquireArgs
+	keys  []string
+	mode  Mode
+	seq   uint64
+	holds bool
 }
 
 // ask asks nodes at once and waits for all of their answers; it returns
@@ -164,12 +209,13 @@ func (r *request) ask(ctx, rctx context.Context, cancel context.CancelFunc, node
 	if len(nodes) == 1 {
 		// One node (always the first one, and the second of two): no
 		// goroutine, no channel.
-		return r.verdict(ctx, r.prepare(nodes[0])(rctx))
+		return r.verdict(ctx, r.h.askNode(rctx, r.prepare(nodes[0]), r.h.ans))
 	}
 	results := make(chan error, len(nodes))
+	h := r.h
 	for _, nd := range nodes {
-		call := r.prepare(nd)
-		go func() { results <- call(rctx) }()
+		t := r.prepare(nd)
+		go func() { results <- h.askNode(rctx, t, nil) }()
 	}
 	var first error
 	for range nodes {
@@ -183,16 +229,14 @@ func (r *request) ask(ctx, rctx context.Context, cancel context.CancelFunc, node
 	return r.verdict(ctx, first)
 }
 
-// prepare notes that node nd is asked and returns the call that asks it,
-// this node or another, and waits for its answer. The call may run on
-// another goroutine; prepare may not.
-func (r *request) prepare(nd string) func(rctx context.Context) error {
+// prepare notes that node nd is asked and returns what asks it. The ask
+// may run on another goroutine; prepare may not.
+func (r *request) prepare(nd string) target {
 	h := r.h
+	t := target{nd: nd, keys: r.keys, mode: r.mode, seq: r.seq, holds: r.holds}
 	if nd == h.n.cfg.Addr {
 		r.local = true
-		return func(rctx context.Context) error {
-			return h.o.take(rctx, h.n, r.keys, r.mode, r.seq, r.holds, nil)
-		}
+		return t
 	}
 	rh := h.remote[nd]
 	if rh == nil {
@@ -200,31 +244,45 @@ func (r *request) prepare(nd string) func(rctx context.Context) error {
 		h.remote[nd] = rh
 	}
 	rh.sent = r.seq
+	rh.carried()
 	r.asked = append(r.asked, nd)
 	// released is repeated until a request there succeeds: a failed one
 	// may have been refused before it applied it.
-	args := &AcquireArgs{Owner: h.o.id, Age: h.o.age, Origin: h.n.cfg.Addr, OriginInc: h.n.inc, Seq: r.seq, LastOK: rh.ok, Mode: r.mode, Keys: r.keys, Holds: r.holds, Released: rh.released}
-	return func(rctx context.Context) error {
-		// Registered before the call: the Answer may overtake its reply.
-		k := answerKey{h.o.id, r.seq, nd}
-		ch := h.n.expectAnswer(k)
-		defer h.n.forgetAnswer(k)
-		var rep AcquireReply
-		err := h.n.cfg.Transport.Call(rctx, nd, ServicePath, "Acquire", args, &rep)
-		if err == nil && rep.Code == codeQueued {
-			rep, err = h.n.awaitAnswer(rctx, h.o.id, r.seq, nd, ch)
+	t.args = &AcquireArgs{Owner: h.o.id, Age: h.o.age, Origin: h.n.cfg.Addr, OriginInc: h.n.inc, Seq: r.seq, LastOK: rh.ok, Mode: r.mode, Keys: r.keys, Holds: r.holds, Released: rh.released}
+	return t
+}
+
+// askNode asks t's node and waits for its answer. ch receives the
+// Answer of a request that waits there: the holder's own channel when
+// it asks one node at a time, nil for one of its own.
+func (h *Holder) askNode(rctx context.Context, t target, ch chan int) error {
+	if t.args == nil {
+		return h.o.takeLocal(rctx, h.n, t.keys, t.mode, t.seq, t.holds)
+	}
+	nd := t.nd
+	var rep AcquireReply
+	err := h.n.cfg.Transport.Call(rctx, nd, ServicePath, "Acquire", t.args, &rep)
+	if err == nil && rep.Code == codeQueued {
+		// An Answer that overtook the reply waits in the early table.
+		k := answerKey{h.o.id, t.seq, nd}
+		ch, code, ok := h.n.expectAnswer(k, ch)
+		if ok {
+			rep.Code = code
+		} else {
+			rep, err = h.n.awaitAnswer(rctx, h.o.id, t.seq, nd, ch)
+			h.n.forgetAnswer(k)
 			if err != nil && rctx.Err() == nil {
 				return err
 			}
 		}
-		if err == nil {
-			return rep.err(nd)
-		}
-		if rctx.Err() == nil {
-			return fmt.Errorf("%w: %s: %w", ErrNodeLost, nd, err)
-		}
-		return err
 	}
+	if err == nil {
+		return rep.err(nd)
+	}
+	if rctx.Err() == nil {
+		return fmt.Errorf("%w: %s: %w", ErrNodeLost, nd, err)
+	}
+	return err
 }
 
 // verdict is the error a request ends with: ErrClosed when its holder was
@@ -253,11 +311,24 @@ func contains(s []string, x string) bool {
 	return false
 }
 
-// releaseRemote gives back keys (all when keys is nil) on the other nodes.
-// h.mu is held.
-func (h *Holder) releaseRemote(keys []string) {
+// releaseMsg is a Release in one allocation: the outbox's message, its
+// arguments and, for the usual single key, the key list.
+type releaseMsg struct {
+	m    oneway
+	args ReleaseArgs
+	one  [1]string
+}
+
+func newRelease(owner OwnerID, seq uint64) *releaseMsg {
+	r := &releaseMsg{args: ReleaseArgs{Owner: owner, Seq: seq}}
+	r.m = oneway{method: "Release", args: &r.args}
+	return r
+}
+
+// releaseRemote gives back keys (all when keys is nil) on the other nodes,
+// after the node's ReleaseLinger when linger is set. h.mu is held.
+func (h *Holder) releaseRemote(keys []string, linger bool) {
 	for nd, rh := range h.remote {
-		var mine []string
 		if keys == nil {
 			if len(rh.keys) == 0 {
 				continue
@@ -266,26 +337,66 @@ func (h *Holder) releaseRemote(keys []string) {
 				rh.released = append(rh.released, k)
 			}
 			clear(rh.keys)
-			h.n.send(nd, "Release", &ReleaseArgs{Owner: h.o.id, Seq: h.seq, All: true})
+			r := newRelease(h.o.id, h.seq)
+			r.args.All = true
+			h.sendRelease(nd, rh, r, linger)
 			continue
 		}
+		from := len(rh.released)
 		for _, k := range keys {
 			if _, ok := rh.keys[k]; ok {
-				mine = append(mine, k)
 				delete(rh.keys, k)
 				rh.released = append(rh.released, k)
 			}
 		}
-		if len(mine) > 0 {
-			h.n.send(nd, "Release", &ReleaseArgs{Owner: h.o.id, Keys: mine, Seq: h.seq})
+		mine := rh.released[from:]
+		if len(mine) == 0 {
+			continue
 		}
+		// The message keeps a list of its own: rh.released is sent again
+		// with the next request there, and the outbox sends later.
+		r := newRelease(h.o.id, h.seq)
+		if len(mine) == 1 {
+			r.args.Keys = r.one[:]
+			r.one[0] = mine[0]
+		} else {
+			r.args.Keys = slices.Clone(mine)
+		}
+		h.sendRelease(nd, rh, r, linger)
 	}
+}
+
+// sendRelease sends r to nd, with linger after the node's ReleaseLinger
+// unless the holder's next request there carries it first. h.mu is held.
+func (h *Holder) sendRelease(nd string, rh *remoteHolds, r *releaseMsg, linger bool) {
+	if d := h.n.cfg.ReleaseLinger; linger && d > 0 {
+		r.m.notBefore = time.Now().Add(d)
+		rh.lingering = append(rh.lingering, &r.m)
+	}
+	h.n.sendMsg(nd, &r.m)
+}
+
+// resend sends again, at once, the releases that request seq to nd
+// carried: it failed, and may have been refused before it applied them.
+// h.mu is held.
+func (h *Holder) resend(nd string, seq uint64) {
+	rh := h.remote[nd]
+	if rh == nil || len(rh.released) == 0 {
+		return
+	}
+	// Seq before the failed request: a key that request took again is
+	// given back by the Abort, not by this.
+	r := newRelease(h.o.id, seq-1)
+	r.args.Keys = slices.Clone(rh.released)
+	h.n.sendMsg(nd, &r.m)
 }
 
 // dropRemote ends the holder on every other node it ever asked. h.mu is
 // held.
 func (h *Holder) dropRemote() {
 	for nd, rh := range h.remote {
+		// The Drop releases everything there.
+		rh.carried()
 		h.n.send(nd, "Drop", &DropArgs{Owner: h.o.id, LastSeq: rh.sent})
 	}
 	h.remote = nil

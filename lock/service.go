@@ -15,12 +15,19 @@ type Service struct {
 // it on first use. A holder with a tombstone here is refused (ErrAborted)
 // for the requests the tombstone covers.
 func (n *Node) proxyFor(id OwnerID, age int64, origin string, inc uint64, seq uint64) (*owner, error) {
+	// A holder's later requests find its proxy: a read.
+	n.mu.RLock()
+	o, closed := n.proxies[id], n.closed
+	n.mu.RUnlock()
+	if o != nil && !closed {
+		return o, nil
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
 		return nil, ErrClosed
 	}
-	o := n.proxies[id]
+	o = n.proxies[id]
 	if o == nil {
 		refused, aborted := n.refusedLocked(id, seq)
 		if refused {
@@ -87,15 +94,19 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 	// it, so any still here are withdrawn, and what failed ones took is
 	// given back, before this one starts.
 	var earlier []chan struct{}
-	for seq, p := range o.pending {
-		if seq < a.Seq {
-			p.cancel()
-			earlier = append(earlier, p.done)
+	if len(o.pending) > 0 {
+		for seq, p := range o.pending {
+			if seq < a.Seq {
+				p.cancel()
+				earlier = append(earlier, o.doneOf(seq))
+			}
 		}
 	}
-	for seq := range o.answers {
-		if seq < a.Seq {
-			delete(o.answers, seq)
+	if len(o.answers) > 0 {
+		for seq := range o.answers {
+			if seq < a.Seq {
+				delete(o.answers, seq)
+			}
 		}
 	}
 	if a.Seq-1 > o.aborted {
@@ -104,8 +115,7 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 	// Registered under the same lock as the checks above, so that a later
 	// request always finds this one and waits for it. Its cancel is set
 	// once it has a context of its own (a request that must wait).
-	done := make(chan struct{})
-	o.pending[a.Seq] = pendingReq{cancel: func() {}, done: done}
+	o.pending[a.Seq] = pendingReq{cancel: noCancel}
 	o.mu.Unlock()
 	if len(earlier) == 0 {
 		o.releaseFailed(n.table, a.LastOK, a.Seq)
@@ -115,19 +125,29 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 		// Most requests need no wait: taken on this goroutine, at once,
 		// without a context of their own.
 		if o.takeNow(n.table, a.Keys, a.Mode, a.Seq) {
-			r.set(s.settleAcquire(o, a, ctx, nil, false))
-			close(done)
+			done, err := s.settleAcquire(o, a, ctx, nil, false)
+			r.set(err)
+			closeDone(done)
 			return nil
 		}
 	}
-	s.acquireWaiting(ctx, o, a, r, done, earlier)
+	s.acquireWaiting(ctx, o, a, r, earlier)
 	return nil
+}
+
+// noCancel is the cancel of a request that has no context of its own.
+func noCancel() {}
+
+func closeDone(done chan struct{}) {
+	if done != nil {
+		close(done)
+	}
 }
 
 // acquireWaiting is Acquire for a request that waits: for the holder's
 // earlier requests here to end, or for its keys. Its verdict is Acquire's
 // reply when it comes while the handler runs, else an Answer.
-func (s *Service) acquireWaiting(ctx context.Context, o *owner, a *AcquireArgs, r *AcquireReply, done chan struct{}, earlier []chan struct{}) {
+func (s *Service) acquireWaiting(ctx context.Context, o *owner, a *AcquireArgs, r *AcquireReply, earlier []chan struct{}) {
 	n := s.n
 	// The request outlives this handler when it must wait: its context
 	// keeps the caller's deadline but not the handler's end.
@@ -138,7 +158,9 @@ func (s *Service) acquireWaiting(ctx context.Context, o *owner, a *AcquireArgs, 
 	}
 	rctx, cancel := context.WithCancel(cctx)
 	o.mu.Lock()
-	o.pending[a.Seq] = pendingReq{cancel: cancel, done: done}
+	p := o.pending[a.Seq]
+	p.cancel = cancel
+	o.pending[a.Seq] = p
 	if a.Seq <= o.aborted {
 		// Withdrawn (Abort, or a later request) before it had a context.
 		cancel()
@@ -147,10 +169,10 @@ func (s *Service) acquireWaiting(ctx context.Context, o *owner, a *AcquireArgs, 
 	stopNode := context.AfterFunc(n.ctx, cancel)
 	finish := func(err error, late bool) {
 		stopNode()
-		err = s.settleAcquire(o, a, cctx, err, late)
+		done, err := s.settleAcquire(o, a, cctx, err, late)
 		cancel()
 		cancelDeadline()
-		close(done)
+		closeDone(done)
 		if late {
 			n.answer(a, err)
 		} else {
@@ -197,10 +219,11 @@ func (s *Service) acquireWaiting(ctx context.Context, o *owner, a *AcquireArgs, 
 	}
 }
 
-// settleAcquire ends request a of proxy o with the verdict of its take and
-// returns the verdict its holder gets. late is set when it is answered
-// after a wait (Answer), not by Acquire's reply.
-func (s *Service) settleAcquire(o *owner, a *AcquireArgs, ctx context.Context, err error, late bool) error {
+// settleAcquire ends request a of proxy o with the verdict of its take. It
+// returns the channel to close once the request ended (nil: nobody waits
+// for it) and the verdict its holder gets. late is set when it is answered after
+// a wait (Answer), not by Acquire's reply.
+func (s *Service) settleAcquire(o *owner, a *AcquireArgs, ctx context.Context, err error, late bool) (chan struct{}, error) {
 	n := s.n
 	o.mu.Lock()
 	aborted := a.Seq <= o.aborted
@@ -220,6 +243,7 @@ func (s *Service) settleAcquire(o *owner, a *AcquireArgs, ctx context.Context, e
 	// Out of pending and into answers in one step: Status always finds
 	// the request in one of them.
 	o.mu.Lock()
+	done := o.pending[a.Seq].done
 	delete(o.pending, a.Seq)
 	if late && !o.closed.Load() && a.Seq >= o.maxSeq {
 		if o.answers == nil {
@@ -228,15 +252,15 @@ func (s *Service) settleAcquire(o *owner, a *AcquireArgs, ctx context.Context, e
 		o.answers[a.Seq] = codeOf(err)
 	}
 	o.mu.Unlock()
-	return err
+	return done, err
 }
 
 // Release gives back keys of a holder of another node.
 func (s *Service) Release(ctx context.Context, a *ReleaseArgs, _ *Ack) error {
 	n := s.n
-	n.mu.Lock()
+	n.mu.RLock()
 	o := n.proxies[a.Owner]
-	n.mu.Unlock()
+	n.mu.RUnlock()
 	if o == nil {
 		return nil
 	}

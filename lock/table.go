@@ -269,15 +269,17 @@ func (t *table) grantLocked(s *shard, key string, r *row) {
 	}
 }
 
-// release gives back o's hold on key.
-func (t *table) release(o *owner, key string) {
+// release gives back o's hold on key; it reports whether anybody waited
+// for key.
+func (t *table) release(o *owner, key string) (waited bool) {
 	s := t.shard(key)
 	s.mu.Lock()
 	r := s.rows[key]
 	if r == nil {
 		s.mu.Unlock()
-		return
+		return false
 	}
+	waited = r.mgr != nil
 	for i, x := range r.owners {
 		if x == o {
 			last := len(r.owners) - 1
@@ -291,6 +293,7 @@ func (t *table) release(o *owner, key string) {
 		t.grantLocked(s, key, r)
 	}
 	s.mu.Unlock()
+	return waited
 }
 
 // upgrade turns o's shared hold on key exclusive when o is its only holder

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,7 +109,7 @@ func (lc *lockClients) run(deadline time.Time) *tally {
 }
 
 func poolKey(r *rand.Rand, pool int) string {
-	return fmt.Sprint("obj", r.IntN(pool))
+	return "obj" + strconv.Itoa(r.IntN(pool))
 }
 
 // stopped reports whether err is the point's deadline, and marks the

@@ -1,0 +1,141 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/smallnest/rpcx/client"
+)
+
+// countTransport counts the one-way Release messages a node sends.
+type countTransport struct {
+	Transport
+	releases atomic.Int64
+}
+
+func (c *countTransport) note(sm string) {
+	if sm == "Release" {
+		c.releases.Add(1)
+	}
+}
+
+func (c *countTransport) Call(ctx context.Context, addr, sp, sm string, args, reply any) error {
+	c.note(sm)
+	return c.Transport.Call(ctx, addr, sp, sm, args, reply)
+}
+
+func (c *countTransport) Go(ctx context.Context, addr, sp, sm string, args, reply any, done chan *client.Call) *client.Call {
+	c.note(sm)
+	return c.Transport.(asyncTransport).Go(ctx, addr, sp, sm, args, reply, done)
+}
+
+// TestReleaseRidesTheNextRequest: a holder that locks a key on two nodes
+// and releases it, fifty times in a row, sends its releases to the other
+// node inside its next request there (AcquireArgs.Released), not as a
+// message each. The release after the last lock, which no request
+// follows, still arrives on its own: every key is free on both nodes.
+func TestReleaseRidesTheNextRequest(t *testing.T) {
+	var ct *countTransport
+	a, _, _ := nodeWith(t, false, func(c *Config) {
+		ct = &countTransport{Transport: c.Transport}
+		c.Transport = ct
+	})
+	b, _, _ := nodeWith(t, false, nil)
+	nodes := []string{a.Addr(), b.Addr()}
+	h := testHolder(t, a)
+	ctx := context.Background()
+	const rounds = 50
+	for i := range rounds {
+		key := fmt.Sprint("k", i)
+		if err := h.LockOn(ctx, nodes, Exclusive, key); err != nil {
+			t.Fatal(err)
+		}
+		h.Release(key)
+	}
+	for i := range rounds {
+		key := fmt.Sprint("k", i)
+		eventually(t, key+" free on both nodes", func() bool { return freeOn(a, key) && freeOn(b, key) })
+	}
+	// Only the last release has no request to ride; one more for a
+	// request that was slow to follow is allowed, on a busy machine.
+	if n := ct.releases.Load(); n > 5 {
+		t.Fatalf("%d Release messages for %d locks released on the other node: want the releases to ride the next request", n, rounds)
+	}
+	if got := a.Stats().Undelivered; got != 0 {
+		t.Fatalf("%d messages undelivered", got)
+	}
+}
+
+// failTransport fails the Acquire calls while failing is set, as a lane
+// lost before the request reached the other node.
+type failTransport struct {
+	Transport
+	failing atomic.Bool
+}
+
+var errFailed = errors.New("test: the call was lost before it reached the node")
+
+func (f *failTransport) Call(ctx context.Context, addr, sp, sm string, args, reply any) error {
+	if sm == "Acquire" && f.failing.Load() {
+		return errFailed
+	}
+	return f.Transport.Call(ctx, addr, sp, sm, args, reply)
+}
+
+func (f *failTransport) Go(ctx context.Context, addr, sp, sm string, args, reply any, done chan *client.Call) *client.Call {
+	return f.Transport.(asyncTransport).Go(ctx, addr, sp, sm, args, reply, done)
+}
+
+// TestReleaseCarriedByAFailedRequestStillArrives: a release waiting to
+// ride the holder's next request to the other node is not lost when that
+// request fails before the node saw it: the key is free there soon,
+// though the holder makes no further request.
+func TestReleaseCarriedByAFailedRequestStillArrives(t *testing.T) {
+	var ft *failTransport
+	a, _, _ := nodeWith(t, false, func(c *Config) {
+		c.ReleaseLinger = time.Hour
+		ft = &failTransport{Transport: c.Transport}
+		c.Transport = ft
+	})
+	b, _, _ := nodeWith(t, false, nil)
+	h := testHolder(t, a)
+	if err := h.LockOn(context.Background(), []string{a.Addr(), b.Addr()}, Exclusive, "k"); err != nil {
+		t.Fatal(err)
+	}
+	h.Release("k")
+	if !freeOn(a, "k") || freeOn(b, "k") {
+		t.Fatalf("after Release: k on a: %s, on b: %s; want free on a, still held on b (its release lingers)", dump(a, "k"), dump(b, "k"))
+	}
+	ft.failing.Store(true)
+	if err := h.LockOn(context.Background(), []string{b.Addr()}, Exclusive, "other"); !errors.Is(err, ErrNodeLost) {
+		t.Fatalf("LockOn whose call is lost: %v, want ErrNodeLost", err)
+	}
+	eventually(t, "k free on b", func() bool { return freeOn(b, "k") })
+}
+
+// TestFullOutboxDropsObsoleteFirst: a peer's queue full of lingering
+// releases that later requests carried (obsolete, not yet looked at by
+// the sender) still takes a new message: the obsolete ones go first.
+func TestFullOutboxDropsObsoleteFirst(t *testing.T) {
+	n := localNode(t)
+	p := &peer{}
+	for range outboxLimit {
+		m := &oneway{method: "Release", notBefore: time.Now().Add(time.Hour)}
+		m.obsolete.Store(true)
+		if full, _ := p.enqueue(n, m); full {
+			t.Fatal("queue full before its limit")
+		}
+	}
+	if full, first := p.enqueue(n, &oneway{method: "Abort"}); full || !first {
+		t.Fatalf("enqueue on a queue full of obsolete messages: full %v first %v, want false true", full, first)
+	}
+	if got := n.sending.Load(); got != 1 {
+		t.Fatalf("%d messages counted as being sent, want 1", got)
+	}
+	// The peer has no sender: the node's Close is not to wait for it.
+	n.sending.Add(-1)
+}
