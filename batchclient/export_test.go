@@ -62,3 +62,17 @@ func BytesInFlight(c *Client, addr string) int64 {
 	}
 	return n
 }
+
+// PendingCalls is the count of calls waiting for their replies on the
+// lanes of addr's current pool.
+func PendingCalls(c *Client, addr string) int {
+	p, err := c.peer(addr)
+	if err != nil || p == nil {
+		return 0
+	}
+	n := 0
+	for _, l := range p.view.Load().lanes {
+		n += l.PendingCalls()
+	}
+	return n
+}

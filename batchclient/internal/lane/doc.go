@@ -37,9 +37,10 @@
 // # Locks
 //
 // Lane.qmu guards the queue and the writer's entry window (see the Lane
-// type for the exact list); pendingTable.mu guards the pending calls and
-// their watches. They are never held together: a caller takes qmu, lets
-// go, then registers its call; the reader claims calls under mu alone. No
+// type for the exact list); the pending table is in shards, each with a
+// mutex of its own for its pending calls and their watches. They are never
+// held together: a caller takes qmu, lets go, then registers its call; the
+// reader claims calls under the shards' locks alone, one shard at a time. No
 // lock is held across a write or a read, nor across a hook but OnDrain,
 // which runs under qmu so that no entry fails for the drain before the
 // client knows of it (the client's drain set takes only its own lock).

@@ -53,7 +53,7 @@ type Lane struct {
 	dead       chan struct{} // closed by fail
 	deadErr    error         // set before dead is closed
 
-	pending pendingTable // calls waiting for their replies (pending.go)
+	pending *pendingTable // calls waiting for their replies (pending.go)
 
 	lastRecv atomic.Int64 // unix nanos of the last bytes read
 	lastSent atomic.Int64 // unix nanos of the last complete write
