@@ -76,3 +76,17 @@ func PendingCalls(c *Client, addr string) int {
 	}
 	return n
 }
+
+// CallerFrames is the count of frames callers of Call wrote themselves on
+// quiet lanes of addr's current pool (flat combining), not their writers.
+func CallerFrames(c *Client, addr string) int64 {
+	p, err := c.peer(addr)
+	if err != nil || p == nil {
+		return 0
+	}
+	var n int64
+	for _, l := range p.view.Load().lanes {
+		n += l.CallerFrames()
+	}
+	return n
+}

@@ -34,8 +34,9 @@ func (l *Lane) sendDue() bool {
 // (liveness.go) and
 // sends an rpcx heartbeat when it was quiet for HeartbeatInterval, or when
 // the lane wrote nothing for long enough that the server's read timeout
-// would cut it (sendDue).
-func (l *Lane) heartbeat(buf *[]byte) error {
+// would cut it (sendDue). A caller writing its own frame at that moment
+// (combine.go) is the lane's traffic: no heartbeat then.
+func (l *Lane) heartbeat() error {
 	if waited, frozen := l.frozenFor(); frozen {
 		return fmt.Errorf("%w: nothing heard for %v after a write it had to answer", ErrHeartbeat, waited.Round(time.Millisecond))
 	}
@@ -43,7 +44,20 @@ func (l *Lane) heartbeat(buf *[]byte) error {
 	if quiet < l.cfg.HeartbeatInterval && !l.sendDue() {
 		return nil
 	}
+	if !l.acquireSocket() {
+		return nil
+	}
+	defer l.releaseSocket()
+	ws := &l.ws
+	if len(ws.rest) > 0 {
+		// A frame's end comes first.
+		rest := ws.rest
+		ws.rest = nil
+		if err := l.write(rest); err != nil {
+			return err
+		}
+	}
 	h := codec.HeartbeatHeader()
-	*buf = codec.AppendMessage((*buf)[:0], &h, "", "", nil, nil)
-	return l.write(*buf)
+	ws.buf = codec.AppendMessage(ws.buf[:0], &h, "", "", nil, nil)
+	return l.write(ws.buf)
 }

@@ -1,6 +1,7 @@
 package lane
 
 import (
+	"crypto/tls"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -23,7 +24,8 @@ type Lane struct {
 
 	// qmu guards the queue and the writer's window: queue, qBytes,
 	// inWrite, waiting, unfinished, room (closed and replaced under it),
-	// deadErr with the closing of dead, and drainErr. qLen and qBytesNow
+	// deadErr with the closing of dead, drainErr, and wbusy, the socket's
+	// ownership (combine.go). qLen and qBytesNow
 	// are written only under it, so they never disagree with what it
 	// guards for longer than one critical section; the byte window (bw),
 	// reserved, resBytes and lastSize are atomics of their own.
@@ -54,6 +56,16 @@ type Lane struct {
 	deadErr    error         // set before dead is closed
 
 	pending *pendingTable // calls waiting for their replies (pending.go)
+
+	// wbusy says the socket has an owner: the writer goroutine or a
+	// caller writing its own frame (combine.go). ws is the owner's.
+	wbusy bool
+	ws    writerState
+	// combine says callers may write their own frames (not over TLS,
+	// whose connection a write timeout breaks); callerFrames counts
+	// those they wrote.
+	combine      bool
+	callerFrames atomic.Int64
 
 	lastRecv atomic.Int64 // unix nanos of the last bytes read
 	lastSent atomic.Int64 // unix nanos of the last complete write
@@ -87,6 +99,8 @@ func New(cfg Config, addr string, conn net.Conn, hs codec.Handshake) *Lane {
 		drained:    make(chan struct{}),
 		pending:    newPendingTable(),
 	}
+	_, isTLS := conn.(*tls.Conn)
+	l.combine = !isTLS
 	l.lastRecv.Store(time.Now().UnixNano())
 	l.lastSent.Store(time.Now().UnixNano())
 	l.wg.Add(2)

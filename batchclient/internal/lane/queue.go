@@ -112,26 +112,28 @@ func (l *Lane) unreserve(est int) {
 // enqueue puts e on the queue in the place admit reserved (with est
 // bytes), applying the overflow policy. Under OverflowBlock an entry that
 // does not fit is not waited with: errNoRoom, and the caller drops it.
-func (l *Lane) enqueue(e *entry, est int, done <-chan struct{}, ctxErr func() error) error {
+// With own set, a caller that finds the lane quiet takes the socket to
+// write its entry itself (mine, see combine.go).
+func (l *Lane) enqueue(e *entry, est int, own bool, done <-chan struct{}, ctxErr func() error) (mine bool, err error) {
 	l.qmu.Lock()
 	l.resBytes.Add(-int64(est))
 	if e.size > l.frameBytes {
 		l.reserved.Add(-1)
 		l.wakeLocked()
 		l.qmu.Unlock()
-		return fmt.Errorf("%w: %d bytes, cap %d", ErrTooLarge, e.size, l.frameBytes)
+		return false, fmt.Errorf("%w: %d bytes, cap %d", ErrTooLarge, e.size, l.frameBytes)
 	}
 	if l.deadErr != nil || l.drainErr != nil || !l.hasRoomLocked(e.size, 1) {
 		l.reserved.Add(-1)
 		if l.deadErr == nil && l.drainErr == nil && !l.cfg.FailFast {
 			l.wakeLocked()
 			l.qmu.Unlock()
-			return errNoRoom
+			return false, errNoRoom
 		}
 		// Fails at once (the lane's error, ErrOverloaded), or finds room
 		// that opened meanwhile.
 		if err := l.roomLocked(e.size, done, ctxErr); err != nil {
-			return err
+			return false, err
 		}
 		l.reserved.Add(1)
 	}
@@ -147,14 +149,15 @@ func (l *Lane) enqueue(e *entry, est int, done <-chan struct{}, ctxErr func() er
 	if est > e.size && l.waiting > 0 {
 		l.wakeLocked() // the guess was larger than the entry: bytes freed
 	}
+	mine = own && first && l.mayCombineLocked()
 	l.qmu.Unlock()
-	if first {
+	if first && !mine {
 		select {
 		case l.wake <- struct{}{}:
 		default:
 		}
 	}
-	return nil
+	return mine, nil
 }
 
 // waitRoom waits, holding nothing, until an entry of size bytes would fit,

@@ -58,13 +58,16 @@ func (l *Lane) readLoop() {
 				continue
 			}
 			pcs = l.pending.claimAll(replies, pcs)
+			// The window's places go back before the callers are woken:
+			// a caller whose next call finds nothing else in flight
+			// writes it itself (combine.go).
+			l.release(len(replies))
 			for i := range replies {
 				if pcs[i] != nil {
 					l.complete(&replies[i], pcs[i], &fc)
 				}
 				replies[i], pcs[i] = codec.Reply{}, nil
 			}
-			l.release(len(replies))
 			l.checkDrained()
 		case msg.Header.MessageType() == protocol.Request && msg.ServicePath == codec.ServicePath && msg.ServiceMethod == codec.MethodCredit:
 			inc, n, freed, err := codec.DecodeCreditBytes(msg.Payload)

@@ -46,7 +46,11 @@ func (l *Lane) Submit(ctx context.Context, kind codec.Kind, pc *Pending, deferAr
 		}
 		// Once queued, e belongs to the lane's writer (a deferred one is
 		// shared with the caller, see entry.argState).
-		err = l.enqueue(e, est, ctx.Done(), ctx.Err)
+		var mine bool
+		mine, err = l.enqueue(e, est, deferArgs, ctx.Done(), ctx.Err)
+		if mine {
+			l.writeOwn(ctx)
+		}
 		if errors.Is(err, errNoRoom) {
 			// Its payload is not held while waiting (queue.go).
 			size = e.size

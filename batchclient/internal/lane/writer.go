@@ -21,6 +21,21 @@ import (
 // writes each batch with one Write, and sends the heartbeats
 // (heartbeat.go).
 
+// writerState is what the socket's owner writes with: the writer
+// goroutine, or a caller writing its own frame (combine.go). Whoever holds
+// the socket (Lane.wbusy) owns it; nobody else touches it.
+type writerState struct {
+	buf      []byte
+	batch    []*entry
+	out      []*entry // taken and encoded, waiting for the byte window
+	frameSeq uint64
+	fc       fastcodec.Codec // encodes the deferred arguments
+	// rest is the unwritten end of a frame a caller began to write and
+	// left to the writer goroutine (combine.go): the next bytes on the
+	// socket, before anything else.
+	rest []byte
+}
+
 // writeLoop is the writer goroutine; it ends when the lane dies.
 func (l *Lane) writeLoop() {
 	defer l.wg.Done()
@@ -29,18 +44,11 @@ func (l *Lane) writeLoop() {
 	defer stackpad.Touch(&pad)
 	tick := time.NewTicker(l.tickEvery())
 	defer tick.Stop()
-	var (
-		buf      []byte
-		batch    []*entry
-		out      []*entry // taken and encoded, waiting for the byte window
-		frameSeq uint64
-		fc       fastcodec.Codec // encodes the deferred arguments
-	)
 	for {
 		select {
 		case <-l.wake:
 		case <-tick.C:
-			if err := l.heartbeat(&buf); err != nil {
+			if err := l.heartbeat(); err != nil {
 				l.fail(fmt.Errorf("%w: %w", ErrConnection, err))
 				return
 			}
@@ -49,41 +57,68 @@ func (l *Lane) writeLoop() {
 			return
 		}
 		settle.Settle(l.queued, l.batchCap, l.wokenCallers)
-		for {
-			if len(out) == 0 {
-				if out = l.take(batch); len(out) == 0 {
-					break
-				}
-				batch = out
-			}
-			if out = l.encodeDeferred(out, &fc, l.bw.room()); len(out) == 0 {
-				continue
-			}
-			if l.draining.Load() {
-				l.dropDraining(out)
-				out = nil
-				break
-			}
-			n, again := l.fitWindow(out)
-			if again {
-				continue
-			}
-			if n == 0 {
-				break // a credit wakes the writer
-			}
-			var err error
-			buf, err = l.writeFrames(buf[:0], &frameSeq, out[:n])
-			out = out[n:]
-			if err != nil {
-				l.fail(fmt.Errorf("%w: %w", ErrConnection, err))
-				return
-			}
-			// A huge frame's buffer is not worth keeping.
-			if cap(buf) > maxKeptFrame {
-				buf = nil
-			}
+		if !l.acquireSocket() {
+			// A caller is writing; it wakes the writer when it lets go
+			// with something left.
+			continue
+		}
+		err := l.flush(&l.ws, time.Time{}, -1)
+		l.releaseSocket()
+		if err != nil {
+			l.fail(fmt.Errorf("%w: %w", ErrConnection, err))
+			return
 		}
 	}
+}
+
+// flush writes what is queued, frame after frame, until the queue is
+// empty or the windows stop it, or after frames frames (-1: no bound).
+// Each frame is written whole (write) when bound is zero, else by one
+// attempt until bound (writeBounded: a caller's, combine.go). The caller
+// holds the socket.
+func (l *Lane) flush(ws *writerState, bound time.Time, frames int) error {
+	if len(ws.rest) > 0 {
+		rest := ws.rest
+		ws.rest = nil
+		if err := l.write(rest); err != nil {
+			return err
+		}
+	}
+	for frames != 0 {
+		if len(ws.out) == 0 {
+			if ws.out = l.take(ws.batch); len(ws.out) == 0 {
+				break
+			}
+			ws.batch = ws.out
+		}
+		if ws.out = l.encodeDeferred(ws.out, &ws.fc, l.bw.room()); len(ws.out) == 0 {
+			continue
+		}
+		if l.draining.Load() {
+			l.dropDraining(ws.out)
+			ws.out = nil
+			break
+		}
+		n, again := l.fitWindow(ws.out)
+		if again {
+			continue
+		}
+		if n == 0 {
+			break // a credit wakes the writer
+		}
+		var err error
+		ws.buf, err = l.writeFrames(ws, ws.out[:n], bound)
+		ws.out = ws.out[n:]
+		if err != nil {
+			return err
+		}
+		// A huge frame's buffer is not worth keeping.
+		if cap(ws.buf) > maxKeptFrame {
+			ws.buf = nil
+		}
+		frames--
+	}
+	return nil
 }
 
 // encodeDeferred encodes the arguments of the batch's deferred entries,
@@ -149,7 +184,8 @@ func (l *Lane) encodeDeferredArgs(e *entry, fc *fastcodec.Codec) error {
 
 // writeFrames writes batch with one Write, as one frame, or as several
 // when its deferred arguments turned out bigger than take counted them.
-func (l *Lane) writeFrames(buf []byte, frameSeq *uint64, batch []*entry) ([]byte, error) {
+func (l *Lane) writeFrames(ws *writerState, batch []*entry, bound time.Time) ([]byte, error) {
+	buf, frameSeq := ws.buf[:0], &ws.frameSeq
 	for len(batch) > 0 {
 		n, size := 0, 0
 		for n < len(batch) {
@@ -162,6 +198,9 @@ func (l *Lane) writeFrames(buf []byte, frameSeq *uint64, batch []*entry) ([]byte
 		*frameSeq++
 		buf = l.appendFrame(buf, *frameSeq, batch[:n])
 		batch = batch[n:]
+	}
+	if !bound.IsZero() {
+		return buf, l.writeBounded(ws, buf, bound)
 	}
 	return buf, l.write(buf)
 }

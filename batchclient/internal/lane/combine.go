@@ -1,0 +1,142 @@
+package lane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+)
+
+// Flat combining: a caller of Call that finds its lane quiet writes its
+// own frame. The writer goroutine is the lane's path to the socket while
+// there is traffic; but a call made when nothing is queued, the writer is
+// idle and no other caller is on its way would only hand its entry to the
+// writer and wait for it to run, a goroutine hand-off that plain rpcx,
+// whose caller writes its own request, does not pay. "Nobody else" is
+// strict: no entry of the lane is unanswered either, since callers with
+// calls in flight come back with their next ones, which the writer
+// batches (and a frame of one entry costs its envelope's bytes, which a
+// frame of several shares). Such a caller takes
+// the socket (Lane.wbusy: one owner at any moment, the writer or one
+// caller), writes one frame holding its entry and whatever else was
+// queued by then, exactly as the writer would, and lets go. Under load
+// the queue is seldom empty, or callers are on their way (woken with a
+// reply, or between admission and the queue): the writer batches them as
+// before.
+//
+// A caller's write is one attempt bounded by combineWriteBound (or its
+// context's deadline, if sooner): a socket that does not take the frame
+// at once is a busy or frozen peer, and the caller must not hang on it.
+// What is left of the frame goes to the writer goroutine (writerState.rest),
+// which writes it before anything else, under the heartbeat's judgement
+// of a frozen peer as for its own frames.
+
+// combineWriteBound bounds a caller's write of its own frame; the writer
+// goroutine finishes what it leaves.
+const combineWriteBound = 5 * time.Millisecond
+
+// errHandOff says that a caller's frame was partly written and its end
+// left to the writer goroutine.
+var errHandOff = errors.New("rpcxbatch: frame handed to the lane's writer")
+
+// mayCombineLocked reports whether the caller whose entry was just queued,
+// alone, may write it itself; it takes the socket if so. Called under qmu.
+func (l *Lane) mayCombineLocked() bool {
+	if !l.combine || l.wbusy || len(l.queue) != 1 || len(l.ws.rest) > 0 ||
+		l.unfinished != 0 || l.reserved.Load() != 0 || l.cfg.Woken.Load() != 0 {
+		return false
+	}
+	l.wbusy = true
+	return true
+}
+
+// acquireSocket takes the socket for the writer goroutine; false when a
+// caller holds it (the caller wakes the writer when it lets go with work
+// left).
+func (l *Lane) acquireSocket() bool {
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	if l.wbusy {
+		return false
+	}
+	l.wbusy = true
+	return true
+}
+
+// releaseSocket lets go of the socket.
+func (l *Lane) releaseSocket() {
+	l.qmu.Lock()
+	l.wbusy = false
+	l.qmu.Unlock()
+}
+
+// writeOwn is a caller's write of its own frame (the socket is its, see
+// mayCombineLocked): one frame, then the socket goes back, and the writer
+// is woken if entries came meanwhile or the frame's end is left to it.
+func (l *Lane) writeOwn(ctx context.Context) {
+	ws := &l.ws
+	seq := ws.frameSeq
+	// The write's bound is set when it starts (writeBounded), not now:
+	// encoding the frame comes first.
+	bound := noDeadline
+	if d, ok := ctx.Deadline(); ok {
+		bound = d
+	}
+	err := l.flush(ws, bound, 1)
+	if ws.frameSeq != seq {
+		l.callerFrames.Add(1)
+	}
+	if errors.Is(err, errHandOff) {
+		err = nil
+	}
+	l.qmu.Lock()
+	l.wbusy = false
+	// Left for the writer: entries queued meanwhile, the end of this
+	// frame, or entries taken that did not fit it (the frame cap, the byte
+	// window: the writer then waits for a credit as for its own).
+	more := len(l.queue) > 0 || len(ws.rest) > 0 || len(ws.out) > 0
+	l.qmu.Unlock()
+	if err != nil {
+		l.fail(fmt.Errorf("%w: %w", ErrConnection, err))
+		return
+	}
+	if more {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// noDeadline is the bound of a caller whose context has no deadline.
+var noDeadline = time.Unix(1<<62, 0)
+
+// writeBounded is a caller's write of b: one attempt for at most
+// combineWriteBound, and not past deadline. What the socket did not take
+// by then is left to the writer (errHandOff).
+func (l *Lane) writeBounded(ws *writerState, b []byte, deadline time.Time) error {
+	start := time.Now()
+	if d := start.Add(combineWriteBound); d.Before(deadline) {
+		deadline = d
+	}
+	l.conn.SetWriteDeadline(deadline)
+	n, err := l.conn.Write(b)
+	if n > 0 {
+		l.owe(start.UnixNano())
+	}
+	if err == nil {
+		l.lastSent.Store(time.Now().UnixNano())
+		return nil
+	}
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		return err
+	}
+	ws.rest = b[n:]
+	return errHandOff
+}
+
+// CallerFrames is the count of frames the lane's callers wrote themselves
+// (flat combining), for tests and diagnostics.
+func (l *Lane) CallerFrames() int64 { return l.callerFrames.Load() }
