@@ -1,6 +1,8 @@
 // Package lane is one connection of a batch client to a batch server: a
 // queue that callers put entries on, one writer goroutine that takes the
-// queue into batch frames (the only path to the socket), one reader
+// queue into batch frames (the socket's owner under load; a caller of
+// Call that finds the lane quiet writes its own frame instead, see
+// combine.go: one owner of the socket at a time), one reader
 // goroutine that matches the server's reply frames to the calls waiting
 // in the pending table, and the windows and heartbeats that keep both
 // sides bounded and alive. A lane gets everything it reads from its
@@ -18,6 +20,8 @@
 //     arguments to the writer (Deferred), the codec at the edges.
 //   - writer.go, heartbeat.go, liveness.go: frames, heartbeats, and the
 //     judgement that the peer froze.
+//   - combine.go: flat combining, a quiet lane's caller writing its own
+//     frame, and the socket's ownership (the writer or one caller).
 //   - reader.go, pending.go: replies, credits, pushes; the pending table.
 //   - bytewindow.go, drain.go: the server's byte window; its drain notice.
 //
@@ -36,8 +40,8 @@
 //
 // # Locks
 //
-// Lane.qmu guards the queue and the writer's entry window (see the Lane
-// type for the exact list); the pending table is in shards, each with a
+// Lane.qmu guards the queue, the writer's entry window and the socket's
+// ownership (see the Lane type for the exact list); the pending table is in shards, each with a
 // mutex of its own for its pending calls and their watches. They are never
 // held together: a caller takes qmu, lets go, then registers its call; the
 // reader claims calls under the shards' locks alone, one shard at a time. No

@@ -10,10 +10,11 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/codec"
 )
 
-// Lane is one connection to a batch peer with exactly one writer goroutine
-// (the only path to the socket) and one reader goroutine. Callers put
-// entries on its queue; the writer ships whatever is queued the moment it
-// has anything, as one frame with one write.
+// Lane is one connection to a batch peer with one writer goroutine and
+// one reader goroutine. Callers put entries on its queue; the writer ships
+// whatever is queued the moment it has anything, as one frame with one
+// write. A caller of Call that finds the lane quiet writes its frame
+// itself (combine.go); the socket has one owner at a time.
 type Lane struct {
 	cfg  Config // what the lane reads from its client (config.go)
 	addr string // the address as the client's table knows it
