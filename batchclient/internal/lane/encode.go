@@ -27,6 +27,8 @@ func (l *Lane) newEntry(ctx context.Context, kind codec.Kind, path, method strin
 		// Room for the bytes admission reserved: a large payload grown by
 		// append would hold up to a quarter more than the queue counts.
 		e.buf = make([]byte, 0, est)
+	} else if cap(e.buf) == 0 && kind != codec.KindSend {
+		e.buf = l.newPayloadBuf()
 	}
 	if kind == codec.KindSend {
 		// Copied: Send returns before the frame is written, and the caller
@@ -35,6 +37,9 @@ func (l *Lane) newEntry(ctx context.Context, kind codec.Kind, path, method strin
 		e.buf = append(e.buf[:0], b...)
 	} else {
 		e.buf, err = encodeArgs(nil, e.buf[:0], l.cfg.SerializeType, args)
+		if err == nil {
+			l.notePayload(len(e.buf))
+		}
 	}
 	if err != nil {
 		putEntry(e)

@@ -65,6 +65,28 @@ const maxKeptPayload = 4 << 10
 
 var entryPool = sync.Pool{New: func() any { return new(entry) }}
 
+// minPayloadBuf is the least a fresh entry's payload buffer starts with.
+const minPayloadBuf = 64
+
+// newPayloadBuf is the payload buffer of an entry that has none (a fresh
+// one: the pool loses its entries at each collection), sized as the
+// payload last encoded, within maxKeptPayload: the codec then appends into
+// it once instead of growing it from nothing (16, 32, 64 ... bytes: five
+// allocations for a 220-byte payload).
+func (l *Lane) newPayloadBuf() []byte {
+	n := min(max(int(l.payloadHint.Load()), minPayloadBuf), maxKeptPayload)
+	return make([]byte, 0, n)
+}
+
+// notePayload records n, the size of a payload just encoded, as the
+// hint for fresh buffers; written only when it changes, so that callers
+// encoding same-sized payloads share the cache line read-only.
+func (l *Lane) notePayload(n int) {
+	if int64(n) != l.payloadHint.Load() {
+		l.payloadHint.Store(int64(n))
+	}
+}
+
 func getEntry() *entry { return entryPool.Get().(*entry) }
 
 // putEntry returns e to the pool once its payload has been copied into a

@@ -42,6 +42,9 @@ type Lane struct {
 	// resBytes is the bytes those places stand for (queue.go); lastSize
 	// is the size of the entry last queued, admit's guess for the next.
 	resBytes, lastSize atomic.Int64
+	// payloadHint is the size of the payload last encoded: what a fresh
+	// entry's buffer starts with (entry.go).
+	payloadHint atomic.Int64
 	// unfinished counts entries written and not yet answered (calls) or
 	// credited back (casts, sends); the writer keeps it within window, the
 	// server's bound on what one lane may make it hold.

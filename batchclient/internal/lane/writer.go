@@ -169,10 +169,14 @@ func (l *Lane) encodeDeferred(batch []*entry, fc *fastcodec.Codec, budget int64)
 
 // encodeDeferredArgs encodes a deferred entry's arguments as its payload.
 func (l *Lane) encodeDeferredArgs(e *entry, fc *fastcodec.Codec) error {
+	if cap(e.buf) == 0 {
+		e.buf = l.newPayloadBuf()
+	}
 	payload, err := encodeArgs(fc, e.buf[:0], l.cfg.SerializeType, e.args)
 	if err != nil {
 		return err
 	}
+	l.notePayload(len(payload))
 	e.args = nil
 	e.buf, e.Payload = payload, payload
 	e.size = codec.EntrySize(&e.Entry)
