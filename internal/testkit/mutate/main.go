@@ -55,8 +55,8 @@ var faults = []fault{
 	{
 		name: "reply-to-wrong-id",
 		edits: []edit{{"batchclient/internal/lane/pending.go",
-			"\t\tid := replies[i].ID\n\t\tpcs[i] = t.calls[id]",
-			"\t\tid := replies[(i+1)%len(replies)].ID\n\t\tpcs[i] = t.calls[id]"}},
+			"\t\t\t\tpcs[i] = s.calls[id]\n",
+			"\t\t\t\tpcs[(i+1)%len(replies)] = s.calls[id]\n"}},
 		pkgs: []string{"./batchclient/..."},
 	},
 	{
@@ -100,8 +100,8 @@ var faults = []fault{
 		// The first send a new lane writes (its first frame: every
 		// connect, reconnects included) vanishes.
 		edits: []edit{{"batchclient/internal/lane/writer.go",
-			"func (l *Lane) writeFrames(buf []byte, frameSeq *uint64, batch []*entry) ([]byte, error) {\n",
-			"func (l *Lane) writeFrames(buf []byte, frameSeq *uint64, batch []*entry) ([]byte, error) {\n\tif *frameSeq == 0 && len(batch) > 0 && batch[0].Kind == codec.KindSend {\n\t\tbatch = batch[1:]\n\t}\n"}},
+			"\tbuf, frameSeq := ws.buf[:0], &ws.frameSeq\n",
+			"\tbuf, frameSeq := ws.buf[:0], &ws.frameSeq\n\tif *frameSeq == 0 && len(batch) > 0 && batch[0].Kind == codec.KindSend {\n\t\tbatch = batch[1:]\n\t}\n"}},
 		pkgs: []string{"./batchclient/..."},
 	},
 	{
@@ -140,6 +140,16 @@ var faults = []fault{
 			"\t\tc.bytes.credit.Add(fr.bytes)\n",
 			"\t\t_ = fr.bytes\n"}},
 		pkgs: []string{"./batchserver/"},
+	},
+	{
+		// A caller that wrote its own frame (flat combining) lets go of
+		// the socket without waking the writer for what it left: the end
+		// of a frame a stuck peer did not take, entries queued meanwhile.
+		name: "caller-frame-leftovers-stranded",
+		edits: []edit{{"batchclient/internal/lane/combine.go",
+			"\tmore := len(l.queue) > 0 || len(ws.rest) > 0 || len(ws.out) > 0\n",
+			"\tmore := false\n"}},
+		pkgs: []string{"./batchclient/..."},
 	},
 	{
 		name: "lane-ignores-byte-window",
