@@ -244,15 +244,26 @@ func (l *Lane) queued() int { return int(l.qLen.Load()) }
 // release gives n places of the window back (answers and credits from the
 // server) and wakes the writer if the window had stopped it.
 func (l *Lane) release(n int) {
+	if l.giveBack(n) {
+		l.wakeWriter()
+	}
+}
+
+// giveBack gives n places of the window back and reports whether the
+// writer waits for them (then the caller wakes it: wakeWriter).
+func (l *Lane) giveBack(n int) (stalled bool) {
 	l.qmu.Lock()
-	stalled := l.unfinished >= l.window && len(l.queue) > 0
+	stalled = l.unfinished >= l.window && len(l.queue) > 0
 	l.unfinished = max(0, l.unfinished-n)
 	l.qmu.Unlock()
-	if stalled {
-		select {
-		case l.wake <- struct{}{}:
-		default:
-		}
+	return stalled
+}
+
+// wakeWriter wakes the writer goroutine, unless a wake is pending.
+func (l *Lane) wakeWriter() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
 	}
 }
 

@@ -58,15 +58,20 @@ func (l *Lane) readLoop() {
 				continue
 			}
 			pcs = l.pending.claimAll(replies, pcs)
-			// The window's places go back before the callers are woken:
-			// a caller whose next call finds nothing else in flight
-			// writes it itself (combine.go).
-			l.release(len(replies))
+			// The window's places go back before the callers are woken,
+			// so that a caller whose next call finds nothing else in
+			// flight writes it itself (combine.go); a writer that waits
+			// for them is woken after the callers, as before, so that it
+			// settles for their next calls (settle.Settle counts them).
+			stalled := l.giveBack(len(replies))
 			for i := range replies {
 				if pcs[i] != nil {
 					l.complete(&replies[i], pcs[i], &fc)
 				}
 				replies[i], pcs[i] = codec.Reply{}, nil
+			}
+			if stalled {
+				l.wakeWriter()
 			}
 			l.checkDrained()
 		case msg.Header.MessageType() == protocol.Request && msg.ServicePath == codec.ServicePath && msg.ServiceMethod == codec.MethodCredit:
