@@ -292,11 +292,15 @@ func (c *Client) stoppedSlotConfig(addr string) plainconn.Config {
 // plainCall is a call over the plain rpcx client. It waits on rpcx's Go
 // rather than using its Call: in rpcx v1.9.4, Call races with its own send
 // when the context ends mid-call (call reads the sequence number send is
-// still writing).
+// still writing). The reply is decoded into a copy (see plainconn.ReplyCopy), so
+// that a reply arriving after ctx ended is not written into the caller's
+// value once this has returned.
 func plainCall(ctx context.Context, pc *client.Client, servicePath, serviceMethod string, args, reply any) error {
-	call := pc.Go(ctx, servicePath, serviceMethod, args, reply, make(chan *client.Call, 1))
+	dst, commit := plainconn.ReplyCopy(ctx, reply)
+	call := pc.Go(ctx, servicePath, serviceMethod, args, dst, make(chan *client.Call, 1))
 	select {
 	case <-call.Done:
+		commit()
 		copyResMetadata(ctx, call.ResMetadata, pc.Conn)
 		return call.Error
 	case <-ctx.Done():
@@ -310,9 +314,11 @@ func plainCall(ctx context.Context, pc *client.Client, servicePath, serviceMetho
 // connection closing) unless ctx does.
 func plainGo(ctx context.Context, pr plainRef, call *client.Call) {
 	defer pr.done()
-	inner := pr.pc.Go(ctx, call.ServicePath, call.ServiceMethod, call.Args, call.Reply, make(chan *client.Call, 1))
+	dst, commit := plainconn.ReplyCopy(ctx, call.Reply)
+	inner := pr.pc.Go(ctx, call.ServicePath, call.ServiceMethod, call.Args, dst, make(chan *client.Call, 1))
 	select {
 	case <-inner.Done:
+		commit()
 		call.Error, call.ResMetadata = inner.Error, inner.ResMetadata
 	case <-ctx.Done():
 		call.Error = ctx.Err()

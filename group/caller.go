@@ -79,7 +79,7 @@ func (p *PlainCaller) conn(ctx context.Context, addr string) (plainconn.Lease, e
 // rpcx's Call, whose cancellation path races with its own sender (rpcx
 // v1.9.4 reads the call's sequence number while the sending goroutine
 // writes it); a call abandoned here completes when its reply comes or its
-// connection closes.
+// connection closes, and its reply is not written into reply.
 func (p *PlainCaller) Call(ctx context.Context, addr, service, method string, args, reply any) error {
 	u, err := p.conn(ctx, addr)
 	if err != nil {
@@ -87,9 +87,13 @@ func (p *PlainCaller) Call(ctx context.Context, addr, service, method string, ar
 	}
 	defer u.Done()
 	c := u.Client
-	call := c.Go(ctx, service, method, args, reply, make(chan *client.Call, 1))
+	// The reply is decoded into a copy: one arriving after ctx ended must
+	// not be written into the caller's value once Call has returned.
+	dst, commit := plainconn.ReplyCopy(ctx, reply)
+	call := c.Go(ctx, service, method, args, dst, make(chan *client.Call, 1))
 	select {
 	case <-call.Done:
+		commit()
 		fillResMetadata(ctx, call.ResMetadata, c.Conn)
 		return call.Error
 	case <-ctx.Done():

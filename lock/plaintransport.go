@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/smallnest/rpcx/client"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/plainconn"
 )
 
 // PlainTransport reaches the other nodes over plain rpcx: one rpcx client
@@ -102,9 +104,13 @@ func (p *PlainTransport) Call(ctx context.Context, addr, servicePath, serviceMet
 	// rpcx v1.9.4's Client.Call races with its own send goroutine when ctx
 	// ends first (client.go call vs send); waiting here instead keeps the
 	// race detector quiet and behaves the same for the caller.
-	call := c.Go(ctx, servicePath, serviceMethod, args, reply, make(chan *client.Call, 1))
+	// The reply is decoded into a copy: one arriving after ctx ended must
+	// not be written into reply once Call has returned.
+	dst, commit := plainconn.ReplyCopy(ctx, reply)
+	call := c.Go(ctx, servicePath, serviceMethod, args, dst, make(chan *client.Call, 1))
 	select {
 	case <-call.Done:
+		commit()
 		return call.Error
 	case <-ctx.Done():
 		return ctx.Err()

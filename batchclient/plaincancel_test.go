@@ -1,0 +1,78 @@
+package batchclient_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/smallnest/rpcx/client"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
+)
+
+// TestPlainFallbackCallEndedByContextLeavesReplyAlone: a Call over the
+// plain fallback whose context ends before the reply returns the
+// context's error, and the reply that comes later is not decoded into the
+// caller's reply value, which is the caller's again once Call returns.
+// Plain rpcx's Client.Call forgets the call when its context ends; run
+// side by side with it.
+func TestPlainFallbackCallEndedByContextLeavesReplyAlone(t *testing.T) {
+	addr := freeAddr(t)
+	servePlainAt(t, addr, nil)
+	c := newClient(t)
+	// The peer learns that addr has no batch plugin.
+	require.NoError(t, c.Call(ctxT(t, 5*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 3}, &testsvc.Reply{}))
+	require.True(t, c.Info(addr).Plain)
+
+	pc := client.NewClient(client.DefaultOption)
+	require.NoError(t, pc.Connect("tcp", addr))
+	t.Cleanup(func() { pc.Close() })
+
+	paths := map[string]func(ctx context.Context, r *testsvc.Reply) error{
+		"plain rpcx": func(ctx context.Context, r *testsvc.Reply) error {
+			return pc.Call(ctx, "Arith", "Sleep", &testsvc.Args{A: 300, B: 7}, r)
+		},
+		"rpcxbatch": func(ctx context.Context, r *testsvc.Reply) error {
+			return c.Call(ctx, addr, "Arith", "Sleep", &testsvc.Args{A: 300, B: 7}, r)
+		},
+	}
+	for name, call := range paths {
+		t.Run(name, func(t *testing.T) {
+			var r testsvc.Reply
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			err := call(ctx, &r)
+			require.True(t, errors.Is(err, context.DeadlineExceeded), "err %v", err)
+			// The server answers at 300 ms; give its reply time to arrive.
+			time.Sleep(700 * time.Millisecond)
+			require.Zero(t, r.C, "the late reply was written into the caller's reply after Call returned")
+		})
+	}
+}
+
+// TestPlainFallbackGoEndedByContextLeavesReplyAlone: the same for Go,
+// which completes its call with the context's error when the context ends
+// first (as it does on lanes; rpcx's own Go does not watch the context):
+// the reply arriving later is not written into the call's Reply.
+func TestPlainFallbackGoEndedByContextLeavesReplyAlone(t *testing.T) {
+	addr := freeAddr(t)
+	servePlainAt(t, addr, nil)
+	c := newClient(t)
+	require.NoError(t, c.Call(ctxT(t, 5*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 3}, &testsvc.Reply{}))
+	require.True(t, c.Info(addr).Plain)
+
+	var r testsvc.Reply
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	call := c.Go(ctx, addr, "Arith", "Sleep", &testsvc.Args{A: 300, B: 7}, &r, nil)
+	select {
+	case <-call.Done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call did not end with its context")
+	}
+	require.ErrorIs(t, call.Error, context.DeadlineExceeded)
+	time.Sleep(700 * time.Millisecond)
+	require.Zero(t, r.C, "the late reply was written into the call's Reply after it completed")
+}
