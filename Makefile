@@ -32,6 +32,9 @@ race:
 	# The plain-rpcx references of the push-ownership tests, left out under
 	# -race likewise (rpcx's removeClient races with its Client.input).
 	$(GO) test -count=1 -timeout 5m -run '^TestPush(RemovedOldClientKeepsNewClientsPushes|StaleUnregisterKeepsNewerClientsChannel)$$' ./batchclient/
+	# The plain-rpcx reference of the cancelled plain call, likewise (rpcx's
+	# Client.call reads the sequence number its send goroutine writes).
+	$(GO) test -count=1 -timeout 5m -run '^TestPlainFallbackCallEndedByContextLeavesReplyAlone$$' ./batchclient/
 	$(GO) test -race -count=1 -timeout 5m -v ./registry/
 	# Each directory and what is under it, anchored: /lock must not take
 	# perf/locks along.
