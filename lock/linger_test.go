@@ -116,26 +116,3 @@ func TestReleaseCarriedByAFailedRequestStillArrives(t *testing.T) {
 	}
 	eventually(t, "k free on b", func() bool { return freeOn(b, "k") })
 }
-
-// TestFullOutboxDropsObsoleteFirst: a peer's queue full of lingering
-// releases that later requests carried (obsolete, not yet looked at by
-// the sender) still takes a new message: the obsolete ones go first.
-func TestFullOutboxDropsObsoleteFirst(t *testing.T) {
-	n := localNode(t)
-	p := &peer{}
-	for range outboxLimit {
-		m := &oneway{method: "Release", notBefore: time.Now().Add(time.Hour)}
-		m.obsolete.Store(true)
-		if full, _ := p.enqueue(n, m); full {
-			t.Fatal("queue full before its limit")
-		}
-	}
-	if full, first := p.enqueue(n, &oneway{method: "Abort"}); full || !first {
-		t.Fatalf("enqueue on a queue full of obsolete messages: full %v first %v, want false true", full, first)
-	}
-	if got := n.sending.Load(); got != 1 {
-		t.Fatalf("%d messages counted as being sent, want 1", got)
-	}
-	// The peer has no sender: the node's Close is not to wait for it.
-	n.sending.Add(-1)
-}
