@@ -59,7 +59,7 @@ func TestReleasesFasterThanAcknowledgedAreKept(t *testing.T) {
 	})
 	defer gt.open()
 	b, _, _ := nodeWith(t, false, nil)
-	const holders, rounds = 40, 10
+	const holders, rounds = 100, 6
 	ctx := context.Background()
 	nodes := []string{b.Addr()}
 	key := func(i, j int) string { return fmt.Sprint("k", i, "-", j) }
@@ -81,7 +81,8 @@ func TestReleasesFasterThanAcknowledgedAreKept(t *testing.T) {
 			}
 		}
 	}
-	// syncInFlightLimit calls are held back in flight; the rest waits.
+	// syncInFlightLimit (64) calls are held back in flight; the rest
+	// waits.
 	if q := outboxLen(a, b.Addr()); q > holders {
 		t.Errorf("%d entries wait in the outbox for %d holders' releases: want at most one per holder", q, holders)
 	}
