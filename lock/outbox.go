@@ -234,12 +234,15 @@ scan:
 			kept = append(kept, q[i:]...)
 			break scan
 		}
-		r, keep, until := m.box.take(now, len(starts) < room)
+		from := len(starts)
+		var keep bool
+		var until time.Time
+		starts, keep, until = m.box.take(now, len(starts) < room, starts)
 		switch {
-		case r != nil:
-			// The entry leaves the queue and its Release takes its
+		case len(starts) > from:
+			// The entry leaves the queue and its messages take its
 			// place in the count of messages being sent.
-			starts = append(starts, r)
+			s.n.sending.Add(int64(len(starts) - from - 1))
 		case keep && until.IsZero():
 			kept = append(kept, q[i:]...)
 			break scan

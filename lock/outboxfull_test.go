@@ -2,7 +2,9 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -98,6 +100,87 @@ func TestReleasesFasterThanAcknowledgedAreKept(t *testing.T) {
 		return true
 	})
 	eventually(t, "every release acknowledged", func() bool { return a.sendsInFlight() == 0 })
+	if u := a.Stats().Undelivered; u != 0 {
+		t.Fatalf("%d messages given up while the node was alive", u)
+	}
+}
+
+// lossyTransport loses every Acquire: one whose key ends in "lost-request"
+// before it reaches the node, the others after the node answered (the
+// reply is lost). Abort calls wait for its gate, as to a node that
+// acknowledges slower than requests fail.
+type lossyTransport struct {
+	gateTransport
+}
+
+func (l *lossyTransport) Call(ctx context.Context, addr, sp, sm string, args, reply any) error {
+	switch sm {
+	case "Acquire":
+		a := args.(*AcquireArgs)
+		if !strings.HasSuffix(a.Keys[0], "lost-request") {
+			_ = l.Transport.Call(ctx, addr, sp, sm, args, reply)
+		}
+		return errFailed
+	case "Abort":
+		select {
+		case <-l.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return l.Transport.Call(ctx, addr, sp, sm, args, reply)
+}
+
+// TestFailedRequestsAreWithdrawnInOneAbort: the withdrawals of a holder's
+// failed requests to a node wait merged, one entry per holder, and one
+// Abort withdraws them all: what the failed requests took there is given
+// back, including the grant of a request that no later request reached
+// the node to undo.
+func TestFailedRequestsAreWithdrawnInOneAbort(t *testing.T) {
+	var lt *lossyTransport
+	a, _, _ := nodeWith(t, false, func(c *Config) {
+		lt = &lossyTransport{gateTransport{Transport: c.Transport, gate: make(chan struct{})}}
+		c.Transport = lt
+	})
+	defer lt.open()
+	b, _, _ := nodeWith(t, false, nil)
+	const holders, rounds = 100, 4
+	ctx := context.Background()
+	nodes := []string{b.Addr()}
+	// The last round's requests never reach b; the others are granted
+	// there and their replies lost.
+	key := func(i, j int) string {
+		if j == rounds-1 {
+			return fmt.Sprint("k", i, "-", j, "-lost-request")
+		}
+		return fmt.Sprint("k", i, "-", j)
+	}
+	hs := make([]*Holder, holders)
+	for i := range hs {
+		hs[i] = testHolder(t, a)
+	}
+	for j := range rounds {
+		for i, h := range hs {
+			if err := h.LockOn(ctx, nodes, Exclusive, key(i, j)); !errors.Is(err, ErrNodeLost) {
+				t.Fatalf("LockOn whose reply is lost: %v, want ErrNodeLost", err)
+			}
+		}
+	}
+	if q := outboxLen(a, b.Addr()); q > holders {
+		t.Errorf("%d entries wait in the outbox for %d holders' failed requests: want at most one per holder", q, holders)
+	}
+	lt.open()
+	eventually(t, "every key free on b", func() bool {
+		for i := range holders {
+			for j := range rounds {
+				if !freeOn(b, key(i, j)) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	eventually(t, "every Abort acknowledged", func() bool { return a.sendsInFlight() == 0 })
 	if u := a.Stats().Undelivered; u != 0 {
 		t.Fatalf("%d messages given up while the node was alive", u)
 	}

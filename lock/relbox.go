@@ -9,7 +9,9 @@ import (
 // has not been sent yet: the keys, merged, and one entry for them in the
 // node's outbox at most. So the outbox holds at most one Release per
 // holder and node, however fast the holder releases, and none is dropped:
-// what waits is bounded by what the holder held there.
+// what waits is bounded by what the holder held there. The box also holds
+// the holder's Abort for its failed requests there, merged the same way
+// while no request there succeeds in between.
 //
 // Every key in the box was released after the holder's last request to
 // that node was sent (its epoch): the next request there carries the
@@ -31,6 +33,9 @@ type relBox struct {
 	all  bool
 	// seq is the Seq of the latest of their releases.
 	seq uint64
+	// abortFrom and abortSeq are the failed requests to withdraw there
+	// (AbortArgs.From and Seq; abortSeq 0: none).
+	abortFrom, abortSeq uint64
 	// epoch counts the requests sent to the node (and the holder's end
 	// there): a message made in an earlier epoch was carried by a later
 	// request, or superseded by a Drop, and is not retried.
@@ -73,9 +78,51 @@ func (b *relBox) add(keys []string, all bool, seq uint64, linger time.Time) (que
 	return false, false
 }
 
-// carried empties the box: a request carrying the holder's releases is
-// about to go to the node (or the holder's Drop, which releases
-// everything). A message made from the box earlier is not retried.
+// addAbort puts in the box the withdrawal of the failed request seq,
+// from the first request after lastOK, the holder's last request there
+// that succeeded: every request between them failed. It returns what
+// add does, and an Abort to send on its own when the box held one for
+// requests before a success (their range cannot be merged).
+func (b *relBox) addAbort(lastOK, seq uint64) (queue, wake bool, apart *oneway) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.abortSeq != 0 && b.abortFrom != lastOK+1 {
+		apart = abortMsg(b.owner, b.abortFrom, b.abortSeq)
+		b.abortSeq = 0
+	}
+	if b.abortSeq == 0 {
+		b.abortFrom = lastOK + 1
+	}
+	b.abortSeq = max(b.abortSeq, seq)
+	if !b.queued {
+		b.queued = true
+		b.notBefore = time.Time{}
+		return true, false, apart
+	}
+	if !b.notBefore.IsZero() {
+		b.notBefore = time.Time{}
+		return false, true, apart
+	}
+	return false, false, apart
+}
+
+func abortMsg(owner OwnerID, from, seq uint64) *oneway {
+	return &oneway{method: "Abort", args: &AbortArgs{Owner: owner, Seq: seq, From: from}}
+}
+
+// dropped empties the box of everything: the holder's Drop there
+// releases all and withdraws every request.
+func (b *relBox) dropped() {
+	b.mu.Lock()
+	b.abortSeq = 0
+	b.mu.Unlock()
+	b.carried()
+}
+
+// carried empties the box of its releases: a request carrying the
+// holder's releases is about to go to the node (or the holder's Drop,
+// which releases everything). A Release made from the box earlier is not
+// retried. A withdrawal stays: a request does not carry it.
 func (b *relBox) carried() {
 	b.mu.Lock()
 	b.epoch++
@@ -92,20 +139,29 @@ func (b *relBox) unqueued() {
 }
 
 // take is the sender's look at the box's entry in the queue, at now. It
-// returns the message to start (nil: none), and whether the entry stays in
-// the queue (it lingers) and until when. A box emptied by a request
-// leaves the queue without a message.
-func (b *relBox) take(now time.Time, room bool) (m *oneway, keep bool, until time.Time) {
+// appends the messages to start to starts (a Release, an Abort, or both),
+// and reports whether the entry stays in the queue (it lingers, or there
+// is no room) and until when. A box emptied by a request leaves the queue
+// without a message.
+func (b *relBox) take(now time.Time, room bool, starts []*oneway) (_ []*oneway, keep bool, until time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
-	case len(b.keys) == 0 && !b.all:
+	case len(b.keys) == 0 && !b.all && b.abortSeq == 0:
 		b.queued = false
-		return nil, false, time.Time{}
+		return starts, false, time.Time{}
 	case now.Before(b.notBefore):
-		return nil, true, b.notBefore
+		return starts, true, b.notBefore
 	case !room:
-		return nil, true, time.Time{}
+		return starts, true, time.Time{}
+	}
+	b.queued = false
+	if b.abortSeq != 0 {
+		starts = append(starts, abortMsg(b.owner, b.abortFrom, b.abortSeq))
+		b.abortSeq = 0
+	}
+	if len(b.keys) == 0 && !b.all {
+		return starts, false, time.Time{}
 	}
 	r := &releaseMsg{args: ReleaseArgs{Owner: b.owner, Seq: b.seq, All: b.all}}
 	r.m = oneway{method: "Release", args: &r.args, from: b, epoch: b.epoch}
@@ -118,8 +174,7 @@ func (b *relBox) take(now time.Time, room bool) (m *oneway, keep bool, until tim
 		}
 	}
 	b.keys, b.all, b.seq = b.keys[:0], false, 0
-	b.queued = false
-	return &r.m, false, time.Time{}
+	return append(starts, &r.m), false, time.Time{}
 }
 
 // stale reports whether m, made from a box, was carried by a later request

@@ -127,7 +127,7 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 			h.o.releaseGrant(h.n.table, seq)
 		}
 		for _, nd := range r.asked {
-			h.n.send(nd, "Abort", &AbortArgs{Owner: h.o.id, Seq: seq})
+			h.abortRemote(nd, seq)
 			h.resend(nd, seq)
 		}
 		return fmt.Errorf("lock %d keys %s on %d nodes: %w", len(keys), mode, len(nodes), err)
@@ -372,12 +372,35 @@ func (h *Holder) resend(nd string, seq uint64) {
 	h.sendRelease(nd, rh, rh.released, false, seq-1, false)
 }
 
+// abortRemote withdraws the failed request seq on nd, in the holder's
+// box for nd: one Abort there for the requests that failed since the last
+// one that succeeded. h.mu is held.
+func (h *Holder) abortRemote(nd string, seq uint64) {
+	rh := h.remote[nd]
+	if rh.box == nil {
+		rh.box = newRelBox(h.o.id)
+	}
+	queue, wake, apart := rh.box.addAbort(rh.ok, seq)
+	if apart != nil {
+		h.n.sendMsg(nd, apart, false)
+	}
+	switch {
+	case queue:
+		h.n.sendMsg(nd, &rh.box.entry, false)
+	case wake:
+		h.n.wakeFor(nd)
+	}
+}
+
 // dropRemote ends the holder on every other node it ever asked. h.mu is
 // held.
 func (h *Holder) dropRemote() {
 	for nd, rh := range h.remote {
-		// The Drop releases everything there.
-		rh.carried()
+		// The Drop releases everything there and withdraws every
+		// request.
+		if rh.box != nil {
+			rh.box.dropped()
+		}
 		h.n.send(nd, "Drop", &DropArgs{Owner: h.o.id, LastSeq: rh.sent})
 	}
 	h.remote = nil
