@@ -60,6 +60,7 @@ func newRelBox(owner OwnerID) *relBox {
 func (b *relBox) add(keys []string, all bool, seq uint64, linger time.Time) (queue, wake bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	empty := len(b.keys) == 0 && !b.all && b.abortSeq == 0
 	if all {
 		b.all, b.keys = true, b.keys[:0]
 	} else if !b.all {
@@ -70,6 +71,12 @@ func (b *relBox) add(keys []string, all bool, seq uint64, linger time.Time) (que
 		b.queued = true
 		b.notBefore = linger
 		return true, false
+	}
+	if empty {
+		// Queued still, emptied by a request since: these releases
+		// linger from now, not from the first ones'.
+		b.notBefore = linger
+		return false, linger.IsZero()
 	}
 	if linger.IsZero() && !b.notBefore.IsZero() {
 		b.notBefore = time.Time{}
