@@ -116,3 +116,54 @@ func TestReleaseCarriedByAFailedRequestStillArrives(t *testing.T) {
 	}
 	eventually(t, "k free on b", func() bool { return freeOn(b, "k") })
 }
+
+// TestReleaseLingersFromItsOwnTime: a release lingers ReleaseLinger from
+// when it was made, also when the holder's previous release there, which
+// a request carried, still has its place in the outbox: the next request,
+// made after that earlier release's time but within the new one's, carries
+// it, and no Release message goes.
+func TestReleaseLingersFromItsOwnTime(t *testing.T) {
+	const linger = 2 * time.Second
+	var ct *countTransport
+	a, _, _ := nodeWith(t, false, func(c *Config) {
+		c.ReleaseLinger = linger
+		ct = &countTransport{Transport: c.Transport}
+		c.Transport = ct
+	})
+	b, _, _ := nodeWith(t, false, nil)
+	// On both nodes: a release lingers only for keys held here too.
+	nodes := []string{a.Addr(), b.Addr()}
+	h := testHolder(t, a)
+	ctx := context.Background()
+	lockRelease := func(key string) {
+		t.Helper()
+		if err := h.LockOn(ctx, nodes, Exclusive, key); err != nil {
+			t.Fatal(err)
+		}
+		h.Release(key)
+	}
+	t0 := time.Now()
+	lockRelease("k1")
+	// k1's release rides this request; k2's release waits.
+	lockRelease("k2")
+	sleepUntil := func(d time.Duration) { time.Sleep(time.Until(t0.Add(d))) }
+	sleepUntil(linger * 3 / 4)
+	if err := h.LockOn(ctx, nodes, Exclusive, "k4"); err != nil {
+		t.Fatal(err)
+	}
+	h.Release("k4")
+	// k1's time has passed; k4's has not (it was released at 3/4).
+	sleepUntil(linger * 5 / 4)
+	if err := h.LockOn(ctx, nodes, Exclusive, "k5"); err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(t0) > linger*3/2 {
+		t.Logf("the machine is too slow for this test's timing (%v); not checked", time.Since(t0))
+		return
+	}
+	if n := ct.releases.Load(); n != 0 {
+		t.Fatalf("%d Release messages sent: want k4's release, lingering from its own time, to ride the next request", n)
+	}
+	h.ReleaseAll() // does not linger
+	eventually(t, "k5 free on both nodes", func() bool { return freeOn(a, "k5") && freeOn(b, "k5") })
+}
