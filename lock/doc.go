@@ -34,6 +34,18 @@
 // that locks and releases in a loop costs the other node one message per
 // lock.
 //
+// Nothing is dropped while the other node answers, however fast holders
+// release there: a holder's releases to one node wait merged, one entry
+// in that node's outbox per holder (relbox.go), and go as one Release
+// when the sender has room; a request or the holder's Drop there
+// supersedes them. The withdrawals of its failed requests there wait in
+// the same entry, as one Abort for every request since its last success
+// there. So what waits is bounded by what the holders held there and by
+// the holders, not by how fast they release or fail. A message is given up (Stats.Undelivered) only when its node has
+// not acknowledged it after giveUpAfter (30 s) of retries, and the other
+// node drops the locks of a node it cannot reach for NodeTimeout by
+// itself, or when this node closes (it tries once).
+//
 // # Goroutines
 //
 //	goroutine           started by            stopped by               waited for by

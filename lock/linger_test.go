@@ -117,25 +117,53 @@ func TestReleaseCarriedByAFailedRequestStillArrives(t *testing.T) {
 	eventually(t, "k free on b", func() bool { return freeOn(b, "k") })
 }
 
-// TestFullOutboxDropsObsoleteFirst: a peer's queue full of lingering
-// releases that later requests carried (obsolete, not yet looked at by
-// the sender) still takes a new message: the obsolete ones go first.
-func TestFullOutboxDropsObsoleteFirst(t *testing.T) {
-	n := localNode(t)
-	p := &peer{}
-	for range outboxLimit {
-		m := &oneway{method: "Release", notBefore: time.Now().Add(time.Hour)}
-		m.obsolete.Store(true)
-		if full, _ := p.enqueue(n, m); full {
-			t.Fatal("queue full before its limit")
+// TestReleaseLingersFromItsOwnTime: a release lingers ReleaseLinger from
+// when it was made, also when the holder's previous release there, which
+// a request carried, still has its place in the outbox: the next request,
+// made after that earlier release's time but within the new one's, carries
+// it, and no Release message goes.
+func TestReleaseLingersFromItsOwnTime(t *testing.T) {
+	const linger = 2 * time.Second
+	var ct *countTransport
+	a, _, _ := nodeWith(t, false, func(c *Config) {
+		c.ReleaseLinger = linger
+		ct = &countTransport{Transport: c.Transport}
+		c.Transport = ct
+	})
+	b, _, _ := nodeWith(t, false, nil)
+	// On both nodes: a release lingers only for keys held here too.
+	nodes := []string{a.Addr(), b.Addr()}
+	h := testHolder(t, a)
+	ctx := context.Background()
+	lockRelease := func(key string) {
+		t.Helper()
+		if err := h.LockOn(ctx, nodes, Exclusive, key); err != nil {
+			t.Fatal(err)
 		}
+		h.Release(key)
 	}
-	if full, first := p.enqueue(n, &oneway{method: "Abort"}); full || !first {
-		t.Fatalf("enqueue on a queue full of obsolete messages: full %v first %v, want false true", full, first)
+	t0 := time.Now()
+	lockRelease("k1")
+	// k1's release rides this request; k2's release waits.
+	lockRelease("k2")
+	sleepUntil := func(d time.Duration) { time.Sleep(time.Until(t0.Add(d))) }
+	sleepUntil(linger * 3 / 4)
+	if err := h.LockOn(ctx, nodes, Exclusive, "k4"); err != nil {
+		t.Fatal(err)
 	}
-	if got := n.sending.Load(); got != 1 {
-		t.Fatalf("%d messages counted as being sent, want 1", got)
+	h.Release("k4")
+	// k1's time has passed; k4's has not (it was released at 3/4).
+	sleepUntil(linger * 5 / 4)
+	if err := h.LockOn(ctx, nodes, Exclusive, "k5"); err != nil {
+		t.Fatal(err)
 	}
-	// The peer has no sender: the node's Close is not to wait for it.
-	n.sending.Add(-1)
+	if time.Since(t0) > linger*3/2 {
+		t.Logf("the machine is too slow for this test's timing (%v); not checked", time.Since(t0))
+		return
+	}
+	if n := ct.releases.Load(); n != 0 {
+		t.Fatalf("%d Release messages sent: want k4's release, lingering from its own time, to ride the next request", n)
+	}
+	h.ReleaseAll() // does not linger
+	eventually(t, "k5 free on both nodes", func() bool { return freeOn(a, "k5") && freeOn(b, "k5") })
 }

@@ -58,8 +58,8 @@ type Stats struct {
 	LostHolders int64
 	// Undelivered counts the one-way messages (Release, Abort, Drop) this
 	// node gave up on: not acknowledged within 30 s of their first try,
-	// tried once while the node was closing, or refused because 65,536
-	// messages were already waiting for their node.
+	// or tried once while the node was closing. None is refused for lack
+	// of room: a holder's releases to a node wait merged in one entry.
 	Undelivered int64
 }
 

@@ -2,23 +2,22 @@ package lock
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/smallnest/rpcx/client"
 )
 
 // One-way messages that must arrive (Release, Abort, Drop) wait in their
-// peer's outbox, a bounded queue, and its sender goroutine starts them as
+// peer's outbox, a queue, and its sender goroutine starts them as
 // asynchronous calls, a bounded number at a time, and retries the ones
 // that fail. A release costs the releasing goroutine an append to a slice:
 // no goroutine, no context and no timer of its own, and a node that does
-// not answer holds back only its own messages.
+// not answer holds back only its own messages. Nothing is dropped while
+// the node answers: the releases of one holder to one node wait merged in
+// its relBox, which has one entry in the queue at most, so the queue is
+// bounded by the holders, not by how fast they release.
 
 const (
-	// outboxLimit bounds the messages waiting for one peer; more are not
-	// sent, and counted in Stats.Undelivered.
-	outboxLimit = 1 << 16
 	// inFlightLimit bounds the calls in flight to one peer over a
 	// Transport that can start a call without waiting (Go).
 	inFlightLimit = 4096
@@ -44,11 +43,13 @@ type oneway struct {
 	backoff time.Duration
 	due     time.Time // when a failed try is repeated
 	sent    time.Time // when the try in flight started
-	// notBefore is when a lingering Release may go (zero: at once).
-	notBefore time.Time
-	// obsolete is set when a request carried what the message does
-	// (Holder.releaseRemote): it is not sent.
-	obsolete atomic.Bool
+	// box is set on a relBox's queue entry: the sender makes the
+	// Release from the box when it starts it.
+	box *relBox
+	// from and epoch are set on a Release made from a box: it is not
+	// retried once a later request carried its keys (stale).
+	from  *relBox
+	epoch uint64
 }
 
 // send delivers a one-way message (Release, Abort, Drop) to node addr in
@@ -57,79 +58,74 @@ type oneway struct {
 // locks of a node it cannot reach for NodeTimeout by itself). A closing
 // node tries once.
 func (n *Node) send(addr, method string, args any) {
-	n.sendMsg(addr, &oneway{method: method, args: args})
+	n.sendMsg(addr, &oneway{method: method, args: args}, false)
 }
 
 // sendMsg is send for a message made by the caller.
-func (n *Node) sendMsg(addr string, m *oneway) {
+// With lingering set, m is a relBox's entry that lingers: the sender is
+// woken for it only when it is the first in the queue.
+func (n *Node) sendMsg(addr string, m *oneway, lingering bool) {
 	// Queued under n.mu, so that an idle sender that ends (sendTo) never
 	// leaves a message behind. A read lock is enough for a peer that
 	// exists (forgetIdle takes the write lock).
-	var full, first bool
+	var first bool
 	n.mu.RLock()
 	p := n.peers[addr]
 	if p != nil {
-		full, first = p.enqueue(n, m)
+		first = p.enqueue(n, m)
 		n.mu.RUnlock()
 	} else {
 		n.mu.RUnlock()
 		n.mu.Lock()
 		p = n.peerLocked(addr)
 		if p != nil {
-			full, first = p.enqueue(n, m)
+			first = p.enqueue(n, m)
 		}
 		n.mu.Unlock()
 		if p == nil {
+			if m.box != nil {
+				m.box.unqueued()
+			}
 			return
 		}
 	}
-	if full {
-		n.undelivered.Add(1)
-		return
-	}
-	if !m.notBefore.IsZero() && !first {
+	if lingering && !first {
 		// A lingering Release behind others: the sender wakes when the
-		// queue's head is due at the latest, and every one lingers as
-		// long. Not waking it for each spares a goroutine switch per
-		// release.
+		// queue's first lingering entry is due at the latest, and every
+		// one lingers as long. Not waking it for each spares a goroutine
+		// switch per release.
 		return
 	}
+	p.wakeSender()
+}
+
+// wakeSender makes p's sender look at its queue.
+func (p *peer) wakeSender() {
 	select {
 	case p.wake <- struct{}{}:
 	default:
 	}
 }
 
-// enqueue queues m; it reports whether the queue was full (m dropped) and
-// whether m is the first in the queue. n.mu is held, read or write.
-func (p *peer) enqueue(n *Node, m *oneway) (full, first bool) {
+// enqueue queues m; it reports whether m is the first in the queue. n.mu
+// is held, read or write.
+func (p *peer) enqueue(n *Node, m *oneway) (first bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.queue) >= outboxLimit {
-		p.compact(n)
-	}
-	if len(p.queue) >= outboxLimit {
-		return true, false
-	}
 	p.queue = append(p.queue, m)
 	n.sending.Add(1)
-	return false, len(p.queue) == 1
+	return len(p.queue) == 1
 }
 
-// compact drops the obsolete messages from the queue (lingering releases
-// that a request carried, which the sender has not looked at yet). p.mu
-// is held.
-func (p *peer) compact(n *Node) {
-	kept := p.queue[:0]
-	for _, m := range p.queue {
-		if m.obsolete.Load() {
-			n.sending.Add(-1)
-			continue
-		}
-		kept = append(kept, m)
+// wakeFor wakes the sender for node addr, if it has one: a lingering
+// entry in its queue must go at once.
+func (n *Node) wakeFor(addr string) {
+	n.mu.RLock()
+	p := n.peers[addr]
+	n.mu.RUnlock()
+	if p != nil {
+		p.wakeSender()
 	}
-	clear(p.queue[len(kept):])
-	p.queue = kept
 }
 
 // sender is the state of one peer's sender goroutine; only that goroutine
@@ -142,7 +138,7 @@ type sender struct {
 	inflight map[*client.Call]*oneway
 	ready    []*oneway // retries that are due, sent before the queue
 	later    []*oneway // retries waiting for their backoff
-	// next is when the lingering Release at the queue's head is due, as
+	// next is when the first lingering Release in the queue is due, as
 	// fill last saw it (zero: none).
 	next time.Time
 	// starting is fill's scratch list of the messages it starts.
@@ -207,41 +203,61 @@ func (s *sender) busy() bool {
 }
 
 // fill starts messages while fewer than limit are in flight: the due
-// retries first, then the queue in order. A lingering Release stays in the
-// queue until its time comes; an obsolete one is dropped.
+// retries first, then the queue in order. A relBox's entry makes its
+// Release when it is started; it stays in the queue while it lingers, and
+// leaves it without a message when a request carried its keys.
 func (s *sender) fill() {
 	now := time.Now()
 	for len(s.ready) > 0 && len(s.inflight) < s.limit {
 		m := s.ready[0]
 		s.ready = s.ready[1:]
+		if m.stale() {
+			s.n.sending.Add(-1)
+			continue
+		}
 		s.start(m, now)
 	}
 	room := s.limit - len(s.inflight)
 	starts := s.starting[:0]
+	var next time.Time
 	s.p.mu.Lock()
 	q := s.p.queue
 	kept := q[:0]
 scan:
 	for i, m := range q {
-		switch {
-		case m.obsolete.Load():
-			s.n.sending.Add(-1)
-		case now.Before(m.notBefore):
-			kept = append(kept, m)
-		case len(starts) < room:
-			starts = append(starts, m)
-		default:
+		if m.box == nil {
+			if len(starts) < room {
+				starts = append(starts, m)
+				continue
+			}
 			// No room in flight: the rest waits, in order.
 			kept = append(kept, q[i:]...)
 			break scan
 		}
+		from := len(starts)
+		var keep bool
+		var until time.Time
+		starts, keep, until = m.box.take(now, len(starts) < room, starts)
+		switch {
+		case len(starts) > from:
+			// The entry leaves the queue and its messages take its
+			// place in the count of messages being sent.
+			s.n.sending.Add(int64(len(starts) - from - 1))
+		case keep && until.IsZero():
+			kept = append(kept, q[i:]...)
+			break scan
+		case keep:
+			kept = append(kept, m)
+			if next.IsZero() || until.Before(next) {
+				next = until
+			}
+		default:
+			s.n.sending.Add(-1)
+		}
 	}
 	clear(q[len(kept):])
 	s.p.queue = kept
-	s.next = time.Time{}
-	if len(kept) > 0 && !kept[0].notBefore.IsZero() {
-		s.next = kept[0].notBefore
-	}
+	s.next = next
 	s.p.mu.Unlock()
 	// Started without p.mu: a call to a peer still connecting may wait,
 	// and a release must not wait for it.
@@ -257,7 +273,7 @@ scan:
 }
 
 // nextLinger returns when the first lingering Release in the queue is due
-// (zero: none lingers at its head).
+// (zero: none lingers).
 func (s *sender) nextLinger() time.Time {
 	return s.next
 }
@@ -301,6 +317,11 @@ func (s *sender) failed(m *oneway, now time.Time) {
 	// A closing node tries once: its Ping then answers as a node that
 	// ended, which makes what this message would undo obsolete on the
 	// other node anyway.
+	if m.stale() {
+		// A later request carried its keys, or the holder's Drop.
+		s.n.sending.Add(-1)
+		return
+	}
 	if s.n.ctx.Err() != nil || s.n.isClosed() || now.After(m.giveUp) {
 		s.n.sending.Add(-1)
 		s.n.undelivered.Add(1)

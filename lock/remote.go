@@ -17,20 +17,17 @@ type remoteHolds struct {
 	ok uint64
 	// released lists the keys released there since the last request.
 	released []string
-	// lingering are the Release messages for released not sent yet: the
-	// next request there carries released and makes them obsolete.
-	lingering []*oneway
+	// box holds the releases not sent yet (nil: none made so far): the
+	// next request there carries released and empties it.
+	box *relBox
 }
 
-// carried makes the lingering releases obsolete: a request carrying
-// released is about to go. If it fails before it applied them, LockOn
-// sends them again (resend).
+// carried empties the box: a request carrying released is about to go.
+// If it fails before it applied them, LockOn puts them back (resend).
 func (rh *remoteHolds) carried() {
-	for _, m := range rh.lingering {
-		m.obsolete.Store(true)
+	if rh.box != nil {
+		rh.box.carried()
 	}
-	clear(rh.lingering)
-	rh.lingering = rh.lingering[:0]
 }
 
 // setWaitingOn records the other nodes o's request in progress waits on.
@@ -130,7 +127,7 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 			h.o.releaseGrant(h.n.table, seq)
 		}
 		for _, nd := range r.asked {
-			h.n.send(nd, "Abort", &AbortArgs{Owner: h.o.id, Seq: seq})
+			h.abortRemote(nd, seq)
 			h.resend(nd, seq)
 		}
 		return fmt.Errorf("lock %d keys %s on %d nodes: %w", len(keys), mode, len(nodes), err)
@@ -311,20 +308,6 @@ func contains(s []string, x string) bool {
 	return false
 }
 
-// releaseMsg is a Release in one allocation: the outbox's message, its
-// arguments and, for the usual single key, the key list.
-type releaseMsg struct {
-	m    oneway
-	args ReleaseArgs
-	one  [1]string
-}
-
-func newRelease(owner OwnerID, seq uint64) *releaseMsg {
-	r := &releaseMsg{args: ReleaseArgs{Owner: owner, Seq: seq}}
-	r.m = oneway{method: "Release", args: &r.args}
-	return r
-}
-
 // releaseRemote gives back keys (all when keys is nil) on the other nodes,
 // after the node's ReleaseLinger when linger is set. h.mu is held.
 func (h *Holder) releaseRemote(keys []string, linger bool) {
@@ -337,9 +320,7 @@ func (h *Holder) releaseRemote(keys []string, linger bool) {
 				rh.released = append(rh.released, k)
 			}
 			clear(rh.keys)
-			r := newRelease(h.o.id, h.seq)
-			r.args.All = true
-			h.sendRelease(nd, rh, r, linger)
+			h.sendRelease(nd, rh, nil, true, h.seq, linger)
 			continue
 		}
 		from := len(rh.released)
@@ -353,27 +334,29 @@ func (h *Holder) releaseRemote(keys []string, linger bool) {
 		if len(mine) == 0 {
 			continue
 		}
-		// The message keeps a list of its own: rh.released is sent again
-		// with the next request there, and the outbox sends later.
-		r := newRelease(h.o.id, h.seq)
-		if len(mine) == 1 {
-			r.args.Keys = r.one[:]
-			r.one[0] = mine[0]
-		} else {
-			r.args.Keys = slices.Clone(mine)
-		}
-		h.sendRelease(nd, rh, r, linger)
+		h.sendRelease(nd, rh, mine, false, h.seq, linger)
 	}
 }
 
-// sendRelease sends r to nd, with linger after the node's ReleaseLinger
+// sendRelease puts keys (all: every key held there) released at seq in
+// rh's box for nd, and queues the box unless it waits in the queue
+// already; with linger, the box goes after the node's ReleaseLinger
 // unless the holder's next request there carries it first. h.mu is held.
-func (h *Holder) sendRelease(nd string, rh *remoteHolds, r *releaseMsg, linger bool) {
-	if d := h.n.cfg.ReleaseLinger; linger && d > 0 {
-		r.m.notBefore = time.Now().Add(d)
-		rh.lingering = append(rh.lingering, &r.m)
+func (h *Holder) sendRelease(nd string, rh *remoteHolds, keys []string, all bool, seq uint64, linger bool) {
+	if rh.box == nil {
+		rh.box = newRelBox(h.o.id)
 	}
-	h.n.sendMsg(nd, &r.m)
+	var until time.Time
+	if d := h.n.cfg.ReleaseLinger; linger && d > 0 {
+		until = time.Now().Add(d)
+	}
+	queue, wake := rh.box.add(keys, all, seq, until)
+	switch {
+	case queue:
+		h.n.sendMsg(nd, &rh.box.entry, !until.IsZero())
+	case wake:
+		h.n.wakeFor(nd)
+	}
 }
 
 // resend sends again, at once, the releases that request seq to nd
@@ -386,17 +369,38 @@ func (h *Holder) resend(nd string, seq uint64) {
 	}
 	// Seq before the failed request: a key that request took again is
 	// given back by the Abort, not by this.
-	r := newRelease(h.o.id, seq-1)
-	r.args.Keys = slices.Clone(rh.released)
-	h.n.sendMsg(nd, &r.m)
+	h.sendRelease(nd, rh, rh.released, false, seq-1, false)
+}
+
+// abortRemote withdraws the failed request seq on nd, in the holder's
+// box for nd: one Abort there for the requests that failed since the last
+// one that succeeded. h.mu is held.
+func (h *Holder) abortRemote(nd string, seq uint64) {
+	rh := h.remote[nd]
+	if rh.box == nil {
+		rh.box = newRelBox(h.o.id)
+	}
+	queue, wake, apart := rh.box.addAbort(rh.ok, seq)
+	if apart != nil {
+		h.n.sendMsg(nd, apart, false)
+	}
+	switch {
+	case queue:
+		h.n.sendMsg(nd, &rh.box.entry, false)
+	case wake:
+		h.n.wakeFor(nd)
+	}
 }
 
 // dropRemote ends the holder on every other node it ever asked. h.mu is
 // held.
 func (h *Holder) dropRemote() {
 	for nd, rh := range h.remote {
-		// The Drop releases everything there.
-		rh.carried()
+		// The Drop releases everything there and withdraws every
+		// request.
+		if rh.box != nil {
+			rh.box.dropped()
+		}
 		h.n.send(nd, "Drop", &DropArgs{Owner: h.o.id, LastSeq: rh.sent})
 	}
 	h.remote = nil

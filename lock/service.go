@@ -296,7 +296,11 @@ func (s *Service) Abort(ctx context.Context, a *AbortArgs, _ *Ack) error {
 		}
 	}
 	o.mu.Unlock()
-	o.releaseGrant(n.table, a.Seq)
+	if a.From != 0 && a.From <= a.Seq {
+		o.undo(n.table, func(s uint64) bool { return s >= a.From && s <= a.Seq })
+	} else {
+		o.releaseGrant(n.table, a.Seq)
+	}
 	return nil
 }
 

@@ -43,10 +43,13 @@ type ReleaseArgs struct {
 }
 
 // AbortArgs withdraws the holder's requests up to Seq: queued ones end,
-// later arrivals are refused, and what request Seq took is given back.
+// later arrivals are refused, and what request Seq took is given back, and
+// with From set what the requests From to Seq took (the holder saw all of
+// them fail: one Abort for several failed requests).
 type AbortArgs struct {
 	Owner OwnerID
 	Seq   uint64
+	From  uint64
 }
 
 // DropArgs ends a holder on a node: everything released, and requests up

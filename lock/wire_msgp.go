@@ -247,8 +247,8 @@ func (a *ReleaseArgs) UnmarshalMsg(b []byte) ([]byte, error) {
 	return b, nil
 }
 
-// appendSeqArgs writes a map of Owner and one sequence number named seq:
-// AbortArgs (Seq) and DropArgs (LastSeq).
+// appendSeqArgs writes a map of Owner and one sequence number named seq
+// (DropArgs' LastSeq).
 func appendSeqArgs(b []byte, id OwnerID, seqName string, seq uint64) []byte {
 	b = msgp.AppendMapHeader(b, 2)
 	b = msgp.AppendString(b, "Owner")
@@ -286,13 +286,41 @@ func readSeqArgs(b []byte, what, seqName string) (OwnerID, uint64, []byte, error
 
 // MarshalMsg appends a's msgpack encoding to b.
 func (a *AbortArgs) MarshalMsg(b []byte) ([]byte, error) {
-	return appendSeqArgs(b, a.Owner, "Seq", a.Seq), nil
+	b = msgp.AppendMapHeader(b, 3)
+	b = msgp.AppendString(b, "Owner")
+	b = appendOwner(b, a.Owner)
+	b = msgp.AppendString(b, "Seq")
+	b = msgp.AppendUint64(b, a.Seq)
+	b = msgp.AppendString(b, "From")
+	return msgp.AppendUint64(b, a.From), nil
 }
 
 // UnmarshalMsg decodes a from the front of b and returns the rest.
-func (a *AbortArgs) UnmarshalMsg(b []byte) (rest []byte, err error) {
-	a.Owner, a.Seq, rest, err = readSeqArgs(b, "AbortArgs", "Seq")
-	return rest, err
+func (a *AbortArgs) UnmarshalMsg(b []byte) ([]byte, error) {
+	n, b, err := msgp.ReadMapHeaderBytes(b)
+	if err != nil {
+		return b, fmt.Errorf("AbortArgs: %w", err)
+	}
+	for range n {
+		var k []byte
+		if k, b, err = msgp.ReadMapKeyZC(b); err != nil {
+			return b, fmt.Errorf("AbortArgs: %w", err)
+		}
+		switch string(k) {
+		case "Owner":
+			a.Owner, b, err = readOwner(b)
+		case "Seq":
+			a.Seq, b, err = msgp.ReadUint64Bytes(b)
+		case "From":
+			a.From, b, err = msgp.ReadUint64Bytes(b)
+		default:
+			b, err = msgp.Skip(b)
+		}
+		if err != nil {
+			return b, fmt.Errorf("AbortArgs.%s: %w", k, err)
+		}
+	}
+	return b, nil
 }
 
 // MarshalMsg appends a's msgpack encoding to b.

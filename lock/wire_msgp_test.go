@@ -55,7 +55,7 @@ func TestWireMsgpMatchesReflection(t *testing.T) {
 			Keys: randStrings(r), Released: randStrings(r), Holds: r.IntN(2) == 1}
 		rep := AcquireReply{Code: int(randI64(r)), Msg: "m" + string(rune(r.IntN(5000)))}
 		rel := ReleaseArgs{Owner: OwnerID{randU64(r), randU64(r)}, Keys: randStrings(r), Seq: randU64(r), All: r.IntN(2) == 1}
-		ab := AbortArgs{Owner: OwnerID{randU64(r), randU64(r)}, Seq: randU64(r)}
+		ab := AbortArgs{Owner: OwnerID{randU64(r), randU64(r)}, Seq: randU64(r), From: randU64(r)}
 		dr := DropArgs{Owner: OwnerID{randU64(r), randU64(r)}, LastSeq: randU64(r)}
 		for _, c := range []struct {
 			own, refl     any
