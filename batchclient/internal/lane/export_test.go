@@ -1,5 +1,13 @@
 package lane
 
+import (
+	metrics "github.com/rcrowley/go-metrics"
+	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/protocol"
+
+	"github.com/rpcxbatch/rpcxbatch/codec"
+)
+
 // UnreadBytes exposes unreadBytes to the external tests.
 var UnreadBytes = unreadBytes
 
@@ -30,3 +38,28 @@ func ByteWindowWriterWaits(limit, inflight int64) bool {
 
 // MaxBatchHeader is the most bytes a batch frame's header takes.
 const MaxBatchHeader = maxBatchHeader
+
+// AdmittedToEncode is how many callers submitting an entry of kind with
+// args a lane admits to encode before any of them has queued it: a lane
+// with a queue of queueBytes (fail-fast, so that the one that finds it
+// full fails instead of waiting), whose last queued entry had lastSize
+// bytes. It stops at limit.
+func AdmittedToEncode(queueBytes, lastSize int, st protocol.SerializeType, kind codec.Kind, args any, limit int) int {
+	l := &Lane{
+		cfg: Config{
+			QueueEntries: limit + 1, QueueBytes: queueBytes, FailFast: true, SerializeType: st,
+			Metrics: Metrics{ErrOverload: metrics.NilCounter{}},
+		},
+		room: make(chan struct{}),
+		dead: make(chan struct{}),
+	}
+	l.lastSize.Store(int64(lastSize))
+	call := &client.Call{ServicePath: "Holder", ServiceMethod: "Take", Args: args}
+	n := 0
+	for ; n < limit; n++ {
+		if _, err := l.admit(l.knownSize(kind, call, false), nil, nil); err != nil {
+			break
+		}
+	}
+	return n
+}

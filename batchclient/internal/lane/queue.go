@@ -12,8 +12,9 @@ import (
 // queue's limits (QueueEntries, QueueBytes), under both overflow policies:
 //
 //   - admit gives a caller a place and reserves bytes for the entry it is
-//     about to encode (its size when known, else the size of the entry
-//     last queued, else the whole queue), before it encodes anything;
+//     about to encode (its size when known: encoded before, or a payload
+//     passed as it is, see knownSize; else the size of the entry last
+//     queued, else the whole queue), before it encodes anything;
 //   - enqueue turns the reservation into the queued entry;
 //   - unless FailFast, a caller whose encoded entry turns out not to
 //     fit lets go of it (errNoRoom) and waits for room holding nothing,
@@ -23,8 +24,11 @@ import (
 // a writer stuck on a stuck peer holds them in its frame buffer.
 //
 // So the queue plus the reservations stay within QueueBytes, except for
-// the guess being short by at most one entry's size per lane, and an entry
-// larger than QueueBytes, which fits an empty queue.
+// an entry larger than QueueBytes, which fits an empty queue, and the
+// guess being short: by an entry's size for each caller admitted on it,
+// which for a burst of callers whose entries are much larger than the one
+// last queued (and whose size is not known before encoding) is one entry
+// per caller admitted at once.
 
 // errNoRoom tells Submit that its encoded entry does not fit: it drops the
 // payload, waits for room (waitRoom), and encodes again.

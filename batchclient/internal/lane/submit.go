@@ -20,7 +20,8 @@ var ErrFinished = errors.New("rpcxbatch: call finished by its lane")
 func (l *Lane) Submit(ctx context.Context, kind codec.Kind, pc *Pending, deferArgs bool) (uint64, Deferred, error) {
 	call := pc.Call
 	var id uint64
-	size := 0 // the entry's size, once it has been encoded
+	// The entry's size: once it has been encoded, or known before.
+	size := l.knownSize(kind, call, deferArgs)
 	for {
 		est, err := l.admit(size, ctx.Done(), ctx.Err)
 		if err != nil {
