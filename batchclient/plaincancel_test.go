@@ -84,3 +84,41 @@ func TestPlainFallbackGoEndedByContextLeavesReplyAlone(t *testing.T) {
 	time.Sleep(700 * time.Millisecond)
 	require.Zero(t, r.C, "the late reply was written into the call's Reply after it completed")
 }
+
+// SlowBytes answers after A milliseconds with a fixed byte string.
+type SlowBytes struct{}
+
+// Take sleeps 300 ms (or until ctx ends) and returns "LATE-REPLY".
+func (SlowBytes) Take(ctx context.Context, _ *testsvc.Args, r *[]byte) error {
+	select {
+	case <-time.After(300 * time.Millisecond):
+	case <-ctx.Done():
+	}
+	*r = []byte("LATE-REPLY")
+	return nil
+}
+
+// TestPlainFallbackCallLeavesReplyBufferAlone: a reply value that holds
+// memory of the caller's (a byte slice with room, reused between calls)
+// is not written into by a reply that arrives after the call's context
+// ended: msgpack decodes a byte slice into the room it already has, so a
+// copy of the slice header alone would still share it.
+func TestPlainFallbackCallLeavesReplyBufferAlone(t *testing.T) {
+	addr := freeAddr(t)
+	s := servePlainAt(t, addr, nil)
+	require.NoError(t, s.RegisterName("SlowBytes", SlowBytes{}, ""))
+	c := newClient(t)
+	require.NoError(t, c.Call(ctxT(t, 5*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 3}, &testsvc.Reply{}))
+	require.True(t, c.Info(addr).Plain)
+
+	out := make([]byte, 0, 64)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, c.Call(ctx, addr, "SlowBytes", "Take", &testsvc.Args{}, &out), context.DeadlineExceeded)
+	time.Sleep(700 * time.Millisecond)
+	require.Equal(t, make([]byte, 10), out[:10], "the late reply was written into the caller's buffer after Call returned")
+
+	// A call that completes fills the caller's value.
+	require.NoError(t, c.Call(ctxT(t, 5*time.Second), addr, "SlowBytes", "Take", &testsvc.Args{}, &out))
+	require.Equal(t, "LATE-REPLY", string(out))
+}

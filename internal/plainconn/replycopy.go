@@ -10,17 +10,18 @@ import (
 // call has completed.
 //
 // rpcx v1.9.4 decodes a reply into the value the caller passed whenever it
-// arrives, and only its Client.Call takes a call whose context ended out of
-// its pending map (with a data race of its own: it reads the sequence number rpcx's send
-// goroutine may still be writing). A plain call that waits on Go instead, so without a copy a reply arriving after the
-// context ended would be written into the caller's value after Call
-// returned, while the caller may be reading or reusing it. The copy starts
-// as a shallow copy of the caller's value, so that decoding into it gives
-// what decoding into the caller's value would have (fields the reply does
-// not carry keep their values); a map or slice the caller's value already
-// held is shared, as it would be with rpcx. A context that cannot end, a
-// nil reply (a oneway call) or a reply that is not a non-nil pointer needs
-// no copy.
+// arrives. Only its Client.Call forgets a call whose context ended, and
+// that path races with rpcx's own send goroutine (it reads the sequence
+// number send may still be writing), so plain calls here wait on Go
+// instead. Without a copy, a reply arriving after the context ended would
+// be written into the caller's value after the call returned, while the
+// caller may be reading or reusing it. The copy is a fresh zero value, not
+// a copy of the caller's: msgpack decodes into the room of a slice, the
+// entries of a map and the target of a pointer the value already holds, so
+// a shallow copy would still share them. The one difference from decoding
+// in place: a field the reply does not carry ends zero, where rpcx leaves
+// the caller's value. A context that cannot end, a nil reply (a oneway
+// call) or a reply that is not a non-nil pointer needs no copy.
 func ReplyCopy(ctx context.Context, reply any) (dst any, commit func()) {
 	if reply == nil || ctx.Done() == nil {
 		return reply, noCommit
@@ -30,7 +31,6 @@ func ReplyCopy(ctx context.Context, reply any) (dst any, commit func()) {
 		return reply, noCommit
 	}
 	cp := reflect.New(rv.Elem().Type())
-	cp.Elem().Set(rv.Elem())
 	return cp.Interface(), func() { rv.Elem().Set(cp.Elem()) }
 }
 

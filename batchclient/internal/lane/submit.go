@@ -3,6 +3,7 @@ package lane
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
 )
@@ -22,6 +23,11 @@ func (l *Lane) Submit(ctx context.Context, kind codec.Kind, pc *Pending, deferAr
 	var id uint64
 	// The entry's size: once it has been encoded, or known before.
 	size := l.knownSize(kind, call, deferArgs)
+	if size > l.frameBytes {
+		// Before admission: a full queue would say ErrOverloaded (retry),
+		// or make the caller wait for room it can never use.
+		return 0, Deferred{}, fmt.Errorf("%w: %d bytes, cap %d", ErrTooLarge, size, l.frameBytes)
+	}
 	for {
 		est, err := l.admit(size, ctx.Done(), ctx.Err)
 		if err != nil {
