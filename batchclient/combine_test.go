@@ -20,6 +20,7 @@ import (
 // its frame itself instead of handing it to the lane's writer, as plain
 // rpcx's caller writes its request; the replies are the same.
 func TestQuietLaneCallerWritesItsFrame(t *testing.T) {
+	batchclient.SetCombining(t, true)
 	addr, _ := startServer(t, false)
 	c := newClient(t, batchclient.WithLanes(1))
 	waitConnected(t, c, addr)
@@ -43,6 +44,7 @@ func TestQuietLaneCallerWritesItsFrame(t *testing.T) {
 // (the socket has one owner at a time, and whoever owns it takes the
 // queue in order).
 func TestCallerFramesUnderMixedLoad(t *testing.T) {
+	batchclient.SetCombining(t, true)
 	addr, p := startServer(t, false)
 	const keys, perKey = 4, 200
 	var mu sync.Mutex
@@ -122,6 +124,7 @@ func TestCallerFramesUnderMixedLoad(t *testing.T) {
 // as a call handed to the writer does. Once the peer reads again, the
 // writer has finished the frame whole: the lane goes on serving.
 func TestCallerFrameOnStuckPeerEndsAtDeadline(t *testing.T) {
+	batchclient.SetCombining(t, true)
 	backend, _ := startServer(t, false)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -108,9 +108,15 @@ func TestLaneDrain(t *testing.T) {
 		"the client never heard the drain notice")
 	// Refused, not queued: a queued call would wait for the server to
 	// close the connection and fail with ErrConnection.
+	// On a loaded machine this goroutine may run only after the drained
+	// lane closed and a redial failed: the peer is then down, and the call
+	// is refused with ErrPeerDown, still not queued.
 	var r testsvc.Reply
 	err := c.Call(ctxT(t, 20*time.Second), addr, "Arith", "Mul", &testsvc.Args{}, &r)
-	require.ErrorIs(t, err, batchclient.ErrDraining)
+	if !errors.Is(err, batchclient.ErrDraining) {
+		require.ErrorIs(t, err, batchclient.ErrPeerDown, "neither refused as draining nor as down")
+		t.Logf("the drain was over before the call: %v", err)
+	}
 
 	var ok, lost int
 	for range 2 {

@@ -4,6 +4,8 @@ import (
 	"net"
 
 	"github.com/smallnest/rpcx/client"
+
+	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
 )
 
 // PlainClientBroken reports whether the plain rpcx client the peer of addr
@@ -89,4 +91,11 @@ func CallerFrames(c *Client, addr string) int64 {
 		n += l.CallerFrames()
 	}
 	return n
+}
+
+// SetCombining turns the lanes' flat combining on (off by default) for
+// clients made afterwards, until the test ends.
+func SetCombining(t interface{ Cleanup(func()) }, on bool) {
+	lane.SetCombining(on)
+	t.Cleanup(func() { lane.SetCombining(false) })
 }

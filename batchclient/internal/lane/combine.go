@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,6 +32,17 @@ import (
 // What is left of the frame goes to the writer goroutine (writerState.rest),
 // which writes it before anything else, under the heartbeat's judgement
 // of a frozen peer as for its own frames.
+
+// combining turns flat combining on for lanes made afterwards. It is off
+// by default: with it on, TestLaneDrain (two calls to a scripted server
+// that answers nothing until it holds both) lost the second call's frame
+// in 1–2 of 6 runs (the lane was then judged frozen), a defect not yet
+// found. Its own tests turn it on (SetCombining).
+var combining atomic.Bool
+
+// SetCombining turns flat combining on or off for lanes made afterwards;
+// for tests while it is off by default (see combining).
+func SetCombining(on bool) { combining.Store(on) }
 
 // combineWriteBound bounds a caller's write of its own frame; the writer
 // goroutine finishes what it leaves.

@@ -104,7 +104,7 @@ func New(cfg Config, addr string, conn net.Conn, hs codec.Handshake) *Lane {
 		pending:    newPendingTable(),
 	}
 	_, isTLS := conn.(*tls.Conn)
-	l.combine = !isTLS
+	l.combine = combining.Load() && !isTLS
 	l.lastRecv.Store(time.Now().UnixNano())
 	l.lastSent.Store(time.Now().UnixNano())
 	l.wg.Add(2)
