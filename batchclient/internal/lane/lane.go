@@ -65,9 +65,10 @@ type Lane struct {
 	// caller writing its own frame (combine.go). ws is the owner's.
 	wbusy bool
 	ws    writerState
-	// combine says callers may write their own frames (not over TLS,
-	// whose connection a write timeout breaks); callerFrames counts
-	// those they wrote.
+	// combine says callers may write their own frames: only when
+	// SetCombining turned it on (off by default, see combining) and not
+	// over TLS, whose connection a write timeout breaks; callerFrames
+	// counts those they wrote.
 	combine      bool
 	callerFrames atomic.Int64
 
