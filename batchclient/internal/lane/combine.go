@@ -108,6 +108,16 @@ func (l *Lane) writeOwn(ctx context.Context) {
 	// frame, or entries taken that did not fit it (the frame cap, the byte
 	// window: the writer then waits for a credit as for its own).
 	more := len(l.queue) > 0 || len(ws.rest) > 0 || len(ws.out) > 0
+	if len(ws.rest) == 0 && len(ws.out) == 0 {
+		// What this caller took is written: its bytes no longer count
+		// against QueueBytes, and callers waiting for room look again.
+		// The writer does this when it takes next (take), but it takes
+		// only when woken; without this, a caller whose entry did not
+		// fit beside those bytes (a lane's first entries are admitted on
+		// the whole queue's bytes) waited for room for ever, its frame
+		// never written.
+		l.writtenLocked()
+	}
 	l.qmu.Unlock()
 	if err != nil {
 		l.fail(fmt.Errorf("%w: %w", ErrConnection, err))
