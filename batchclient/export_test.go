@@ -93,9 +93,9 @@ func CallerFrames(c *Client, addr string) int64 {
 	return n
 }
 
-// SetCombining turns the lanes' flat combining on (off by default) for
-// clients made afterwards, until the test ends.
+// SetCombining turns the lanes' flat combining on or off (on by default)
+// for clients made afterwards, until the test ends.
 func SetCombining(t interface{ Cleanup(func()) }, on bool) {
-	lane.SetCombining(on)
-	t.Cleanup(func() { lane.SetCombining(false) })
+	was := lane.SetCombining(on)
+	t.Cleanup(func() { lane.SetCombining(was) })
 }

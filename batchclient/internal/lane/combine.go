@@ -33,16 +33,18 @@ import (
 // which writes it before anything else, under the heartbeat's judgement
 // of a frozen peer as for its own frames.
 
-// combining turns flat combining on for lanes made afterwards. It is off
-// by default: with it on, TestLaneDrain (two calls to a scripted server
-// that answers nothing until it holds both) lost the second call's frame
-// in 1–2 of 6 runs (the lane was then judged frozen), a defect not yet
-// found. Its own tests turn it on (SetCombining).
-var combining atomic.Bool
+// combining says whether lanes made from now on let their callers write
+// their own frames; on unless a test turned it off (SetCombining).
+var combining = func() *atomic.Bool {
+	var on atomic.Bool
+	on.Store(true)
+	return &on
+}()
 
-// SetCombining turns flat combining on or off for lanes made afterwards;
-// for tests while it is off by default (see combining).
-func SetCombining(on bool) { combining.Store(on) }
+// SetCombining turns flat combining on or off for lanes made afterwards
+// and reports whether it was on; a knob for tests (it is on by default),
+// which set it back when they end.
+func SetCombining(on bool) (was bool) { return combining.Swap(on) }
 
 // combineWriteBound bounds a caller's write of its own frame; the writer
 // goroutine finishes what it leaves.

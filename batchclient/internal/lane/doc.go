@@ -21,7 +21,7 @@
 //   - writer.go, heartbeat.go, liveness.go: frames, heartbeats, and the
 //     judgement that the peer froze.
 //   - combine.go: flat combining, a quiet lane's caller writing its own
-//     frame (off by default: SetCombining), and the socket's ownership
+//     frame (on by default; SetCombining for tests), and the socket's ownership
 //     (the writer or one caller).
 //   - reader.go, pending.go: replies, credits, pushes; the pending table.
 //   - bytewindow.go, drain.go: the server's byte window; its drain notice.

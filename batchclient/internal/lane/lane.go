@@ -66,7 +66,7 @@ type Lane struct {
 	wbusy bool
 	ws    writerState
 	// combine says callers may write their own frames: only when
-	// SetCombining turned it on (off by default, see combining) and not
+	// combining is on (the default; SetCombining, for tests) and not
 	// over TLS, whose connection a write timeout breaks; callerFrames
 	// counts those they wrote.
 	combine      bool
