@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync/atomic"
 	"time"
 )
@@ -91,8 +90,8 @@ func (l *Lane) releaseSocket() {
 func (l *Lane) writeOwn(ctx context.Context) {
 	ws := &l.ws
 	seq := ws.frameSeq
-	// The write's bound is set when it starts (writeBounded), not now:
-	// encoding the frame comes first.
+	// The write's bound is set when it starts (write), not now: encoding
+	// the frame comes first.
 	bound := noDeadline
 	if d, ok := ctx.Deadline(); ok {
 		bound = d
@@ -110,16 +109,13 @@ func (l *Lane) writeOwn(ctx context.Context) {
 	// frame, or entries taken that did not fit it (the frame cap, the byte
 	// window: the writer then waits for a credit as for its own).
 	more := len(l.queue) > 0 || len(ws.rest) > 0 || len(ws.out) > 0
-	if len(ws.rest) == 0 && len(ws.out) == 0 {
-		// What this caller took is written: its bytes no longer count
-		// against QueueBytes, and callers waiting for room look again.
-		// The writer does this when it takes next (take), but it takes
-		// only when woken; without this, a caller whose entry did not
-		// fit beside those bytes (a lane's first entries are admitted on
-		// the whole queue's bytes) waited for room for ever, its frame
-		// never written.
-		l.writtenLocked()
-	}
+	// What this caller took and wrote no longer counts against
+	// QueueBytes. The writer notes that when it takes next (take), but it
+	// takes only when woken: without this, a caller whose entry did not
+	// fit beside those bytes (a lane's first entries are admitted on the
+	// whole queue's bytes) waited for room for ever, its frame never
+	// written.
+	l.writtenAllLocked(ws)
 	l.qmu.Unlock()
 	if err != nil {
 		l.fail(fmt.Errorf("%w: %w", ErrConnection, err))
@@ -135,31 +131,6 @@ func (l *Lane) writeOwn(ctx context.Context) {
 
 // noDeadline is the bound of a caller whose context has no deadline.
 var noDeadline = time.Unix(1<<62, 0)
-
-// writeBounded is a caller's write of b: one attempt for at most
-// combineWriteBound, and not past deadline. What the socket did not take
-// by then is left to the writer (errHandOff).
-func (l *Lane) writeBounded(ws *writerState, b []byte, deadline time.Time) error {
-	start := time.Now()
-	if d := start.Add(combineWriteBound); d.Before(deadline) {
-		deadline = d
-	}
-	l.conn.SetWriteDeadline(deadline)
-	n, err := l.conn.Write(b)
-	if n > 0 {
-		l.owe(start.UnixNano())
-	}
-	if err == nil {
-		l.lastSent.Store(time.Now().UnixNano())
-		return nil
-	}
-	var ne net.Error
-	if !errors.As(err, &ne) || !ne.Timeout() {
-		return err
-	}
-	ws.rest = b[n:]
-	return errHandOff
-}
 
 // CallerFrames is the count of frames the lane's callers wrote themselves
 // (flat combining), for tests and diagnostics.

@@ -49,15 +49,11 @@ func (l *Lane) heartbeat() error {
 	}
 	defer l.releaseSocket()
 	ws := &l.ws
-	if len(ws.rest) > 0 {
-		// A frame's end comes first.
-		rest := ws.rest
-		ws.rest = nil
-		if err := l.write(rest); err != nil {
-			return err
-		}
+	// A frame's end comes first.
+	if err := l.writeRest(ws); err != nil {
+		return err
 	}
 	h := codec.HeartbeatHeader()
 	ws.buf = codec.AppendMessage(ws.buf[:0], &h, "", "", nil, nil)
-	return l.write(ws.buf)
+	return l.write(ws, ws.buf, time.Time{})
 }

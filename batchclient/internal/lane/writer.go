@@ -73,16 +73,12 @@ func (l *Lane) writeLoop() {
 
 // flush writes what is queued, frame after frame, until the queue is
 // empty or the windows stop it, or after frames frames (-1: no bound).
-// Each frame is written whole (write) when bound is zero, else by one
-// attempt until bound (writeBounded: a caller's, combine.go). The caller
-// holds the socket.
+// Each frame is written whole when bound is zero, else by one attempt
+// until bound (a caller's, combine.go; see write). The caller holds the
+// socket.
 func (l *Lane) flush(ws *writerState, bound time.Time, frames int) error {
-	if len(ws.rest) > 0 {
-		rest := ws.rest
-		ws.rest = nil
-		if err := l.write(rest); err != nil {
-			return err
-		}
+	if err := l.writeRest(ws); err != nil {
+		return err
 	}
 	for frames != 0 {
 		if len(ws.out) == 0 {
@@ -203,10 +199,7 @@ func (l *Lane) writeFrames(ws *writerState, batch []*entry, bound time.Time) ([]
 		buf = l.appendFrame(buf, *frameSeq, batch[:n])
 		batch = batch[n:]
 	}
-	if !bound.IsZero() {
-		return buf, l.writeBounded(ws, buf, bound)
-	}
-	return buf, l.write(buf)
+	return buf, l.write(ws, buf, bound)
 }
 
 // appendFrame appends batch as one rpcx message and recycles its entries
@@ -250,15 +243,57 @@ func (l *Lane) appendFrame(buf []byte, frameSeq uint64, batch []*entry) []byte {
 	return buf
 }
 
-// write writes b whole. Each attempt is bounded by HeartbeatTimeout, and a
-// write that times out goes on while the peer takes bytes or is still
-// heard from (replies, credits, heartbeats): a big frame to a busy peer may
-// take long; a frozen peer owes an answer past HeartbeatTimeout (see
-// liveness.go) and the write fails.
-func (l *Lane) write(b []byte) error {
+// writeRest writes the end of a frame that a caller began to write and
+// left to the writer goroutine (ws.rest): the next bytes on the socket,
+// before anything else. The caller holds the socket.
+func (l *Lane) writeRest(ws *writerState) error {
+	if len(ws.rest) == 0 {
+		return nil
+	}
+	rest := ws.rest
+	ws.rest = nil
+	if err := l.write(ws, rest, time.Time{}); err != nil {
+		return err
+	}
+	// Whoever wrote the end (the writer, or the heartbeat), the frame's
+	// bytes no longer count against QueueBytes.
+	l.qmu.Lock()
+	l.writtenAllLocked(ws)
+	l.qmu.Unlock()
+	return nil
+}
+
+// writtenAllLocked notes that what the socket's owner took from the queue
+// is on the wire (writtenLocked), unless some of it is not: a frame's end
+// left to the writer (ws.rest), or entries held back for the byte window
+// (ws.out). Called under qmu.
+func (l *Lane) writtenAllLocked(ws *writerState) {
+	if len(ws.rest) == 0 && len(ws.out) == 0 {
+		l.writtenLocked()
+	}
+}
+
+// write writes b; every write to the socket goes through it. With a zero
+// bound b is written whole: each attempt is bounded by HeartbeatTimeout,
+// and a write that times out goes on while the peer takes bytes or is
+// still heard from (replies, credits, heartbeats): a big frame to a busy
+// peer may take long; a frozen peer owes an answer past HeartbeatTimeout
+// (see liveness.go) and the write fails. With a bound (a caller writing
+// its own frame, combine.go) it is one attempt, for at most
+// combineWriteBound and not past bound: what the socket did not take by
+// then is left to the writer goroutine (ws.rest), and write returns
+// errHandOff.
+func (l *Lane) write(ws *writerState, b []byte, bound time.Time) error {
 	for {
 		start := time.Now()
-		l.conn.SetWriteDeadline(start.Add(l.cfg.HeartbeatTimeout))
+		deadline := start.Add(l.cfg.HeartbeatTimeout)
+		if !bound.IsZero() {
+			deadline = start.Add(combineWriteBound)
+			if bound.Before(deadline) {
+				deadline = bound
+			}
+		}
+		l.conn.SetWriteDeadline(deadline)
 		n, err := l.conn.Write(b)
 		b = b[n:]
 		if n > 0 {
@@ -271,6 +306,10 @@ func (l *Lane) write(b []byte) error {
 		var ne net.Error
 		if !errors.As(err, &ne) || !ne.Timeout() {
 			return err
+		}
+		if !bound.IsZero() {
+			ws.rest = b
+			return errHandOff
 		}
 		if n == 0 {
 			// The peer took none of the bytes still pending for a whole
