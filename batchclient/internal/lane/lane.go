@@ -92,6 +92,15 @@ type Lane struct {
 // handshake hs: its writer and reader goroutines run until the lane
 // fails (Close, or the connection's loss).
 func New(cfg Config, addr string, conn net.Conn, hs codec.Handshake) *Lane {
+	l := newLane(cfg, addr, conn, hs)
+	l.wg.Add(2)
+	go l.writeLoop()
+	go l.readLoop()
+	return l
+}
+
+// newLane is New without its goroutines.
+func newLane(cfg Config, addr string, conn net.Conn, hs codec.Handshake) *Lane {
 	l := &Lane{
 		cfg: cfg, addr: addr, conn: conn, hs: hs,
 		batchCap:   min(cfg.BatchCap, hs.BatchCap),
@@ -108,9 +117,6 @@ func New(cfg Config, addr string, conn net.Conn, hs codec.Handshake) *Lane {
 	l.combine = combining.Load() && !isTLS
 	l.lastRecv.Store(time.Now().UnixNano())
 	l.lastSent.Store(time.Now().UnixNano())
-	l.wg.Add(2)
-	go l.writeLoop()
-	go l.readLoop()
 	return l
 }
 
