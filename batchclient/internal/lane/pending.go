@@ -90,6 +90,11 @@ func (t *pendingTable) register(pc *Pending) uint64 {
 		s.slots = append(s.slots, pendingSlot{})
 	}
 	s.seq++
+	if s.seq<<(shardBits+slotBits) == 0 {
+		// The count wrapped (after 2^36 registrations): skip the value
+		// that would give id 0, which Submit reads as "not registered".
+		s.seq++
+	}
 	id := s.seq<<(shardBits+slotBits) | uint64(i)<<shardBits | uint64(si)
 	s.slots[i] = pendingSlot{id: id, pc: pc}
 	s.mu.Unlock()

@@ -63,3 +63,26 @@ func TestPendingLateReplyClaimsNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestPendingIDNeverZero: when a shard's count of registrations wraps,
+// the call in its first slot does not get id 0, which Submit reads as
+// "not registered yet".
+func TestPendingIDNeverZero(t *testing.T) {
+	tab := newPendingTable()
+	for si := range tab.shards {
+		tab.shards[si].seq = 1<<(64-shardBits-slotBits) - 1
+	}
+	// Shard 0's first registration is the one that would get id 0; the
+	// shard is picked at random, so register until it has been picked
+	// (1,000 tries leave a chance of 1e-28 to miss it).
+	for i := 0; i < 1000; i++ {
+		id := tab.register(&Pending{Call: &client.Call{}})
+		if id == 0 {
+			t.Fatal("a call got id 0 when its shard's count wrapped")
+		}
+		if id&(pendingShards-1) == 0 {
+			return
+		}
+	}
+	t.Fatal("shard 0 was never picked in 1,000 registrations")
+}
