@@ -25,11 +25,19 @@ import (
 type Client struct {
 	opts    Options
 	metrics *clientMetrics
-	rr      atomic.Uint64
 	// keySeed hashes WithKey keys to lanes (maphash: faster than the
 	// hand-written FNV-1a it replaced, 53-137 against 90-159 ns a key).
 	keySeed maphash.Seed
 	auth    atomic.Pointer[string] // token for handshakes and frames
+
+	// rr and woken are written on every call, from both cores (woken by
+	// the lanes' readers too), and live is read on every call: each
+	// counter has a cache line of its own, so that its writes do not
+	// evict what every call reads (they shared one line with live and
+	// metrics before).
+	_  [64]byte
+	rr atomic.Uint64 // spreads keyless entries over a peer's lanes
+	_  [56]byte
 	// woken counts callers of Call whose reply has been handed over and
 	// who have not yet run to take it. Most will make their next call when
 	// they do, so lane writers let them run before taking the queue (see
@@ -37,6 +45,7 @@ type Client struct {
 	// callers instead of the first few. It spans every peer (a caller may
 	// call any address next); settling stays bounded by settle.MaxYields.
 	woken atomic.Int64
+	_     [56]byte
 
 	// live mirrors peers for lock-free lookups on the call path; it is
 	// written under mu.
@@ -150,6 +159,16 @@ func (c *Client) peer(addr string) (*peer, error) {
 	if p, ok := c.live.Load(addr); ok {
 		return p.(*peer), nil
 	}
+	return c.addPeer(addr)
+}
+
+// addPeer is peer's path under the lock: the address's peer, made on
+// first use. A function of its own, kept out of line: making a peer takes
+// a large stack frame, which every caller's stack would otherwise grow
+// for on every call (see Call).
+//
+//go:noinline
+func (c *Client) addPeer(addr string) (*peer, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed.Load() {

@@ -57,7 +57,7 @@ func AdmittedToEncode(queueBytes, lastSize int, st protocol.SerializeType, kind 
 	call := &client.Call{ServicePath: "Holder", ServiceMethod: "Take", Args: args}
 	n := 0
 	for ; n < limit; n++ {
-		if _, err := l.admit(l.knownSize(kind, call, false), nil, nil); err != nil {
+		if _, err := l.admit(l.knownSize(kind, call), nil, nil); err != nil {
 			break
 		}
 	}

@@ -1,9 +1,9 @@
 package lane
 
 import (
+	"math/rand/v2"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"github.com/smallnest/rpcx/client"
 	"github.com/smallnest/rpcx/log"
@@ -16,58 +16,109 @@ import (
 // every register and claim and spent its time contended.
 const pendingShards = 16
 
+// A call's id names where it waits: its shard in the low shardBits bits,
+// its slot in the shard in the next slotBits, and the shard's count of
+// registrations above, so that an id is never given twice on a lane (in
+// 2^36 registrations per shard) even though slots are reused: a late reply
+// to a call that has given up finds its slot empty, or holding another
+// id, and claims nothing.
+const (
+	shardBits = 4 // log2(pendingShards)
+	slotBits  = 24
+	slotMask  = 1<<slotBits - 1
+)
+
 // pendingTable holds a lane's calls that wait for their replies, keyed by
 // the id each was given when it was registered, as net/rpc's client keys
-// its pending map by sequence number. It is sharded by id (id &
-// (pendingShards-1)): consecutive ids, as a lane's callers take them,
-// fall in different shards.
+// its pending map by sequence number. It is sharded, each call going to a
+// shard picked at random (no counter shared by every caller), and a
+// shard keeps its calls in a slice of slots that the id indexes: no map,
+// no hashing, and a freed slot is the next one taken, while its memory is
+// still in the cache.
 type pendingTable struct {
-	nextID atomic.Uint64 // the last id given
-	_      [56]byte      // nextID's cache line is its own
 	shards [pendingShards]pendingShard
 }
 
 // pendingShard is one shard of a pending table.
 type pendingShard struct {
-	// mu guards calls, and the stopWatch field of every call while it is
-	// in calls (watch sets it after registration; whoever claims the call
-	// reads it after taking it out).
-	mu    sync.Mutex
-	calls map[uint64]*Pending
+	// mu guards the rest, and the stopWatch field of every call while it
+	// is in slots (watch sets it after registration; whoever claims the
+	// call reads it after taking it out).
+	mu sync.Mutex
+	// slots holds the shard's calls, a slot for each id; free lists the
+	// empty slots, the last freed last.
+	slots []pendingSlot
+	free  []uint32
+	seq   uint64 // registrations so far: the high bits of the next id
 	// The shards are taken by different cores at once: one cache line
-	// each.
-	_ [64 - 16]byte
+	// each (mu 8, slots 24, free 24, seq 8 bytes; see the size check in
+	// the tests).
 }
 
-func newPendingTable() *pendingTable {
-	t := new(pendingTable)
-	for i := range t.shards {
-		t.shards[i].calls = make(map[uint64]*Pending)
-	}
-	return t
+// pendingSlot is one slot of a shard: the id of the call in it, and the
+// call; pc is nil when the slot is free.
+type pendingSlot struct {
+	id uint64
+	pc *Pending
 }
 
-func (t *pendingTable) shard(id uint64) *pendingShard {
-	return &t.shards[id&(pendingShards-1)]
+func newPendingTable() *pendingTable { return new(pendingTable) }
+
+// locate returns the shard and the slot an id names; whether the call in
+// that slot has this id is for the caller to check, under the shard's lock.
+func (t *pendingTable) locate(id uint64) (s *pendingShard, slot int) {
+	return &t.shards[id&(pendingShards-1)], int(id >> shardBits & slotMask)
 }
 
 // register gives pc an id and records it as pending.
 func (t *pendingTable) register(pc *Pending) uint64 {
-	id := t.nextID.Add(1)
-	s := t.shard(id)
+	si := rand.Uint32() & (pendingShards - 1)
+	s := &t.shards[si]
 	s.mu.Lock()
-	s.calls[id] = pc
+	var i int
+	if n := len(s.free); n > 0 {
+		i = int(s.free[n-1])
+		s.free = s.free[:n-1]
+	} else {
+		i = len(s.slots)
+		if i > slotMask {
+			s.mu.Unlock()
+			// 2^24 calls waiting in one shard, 2^28 on one lane: their
+			// callers' memory gave out long before.
+			panic("rpcxbatch: more calls waiting on one lane than ids can name")
+		}
+		s.slots = append(s.slots, pendingSlot{})
+	}
+	s.seq++
+	if s.seq<<(shardBits+slotBits) == 0 {
+		// The count wrapped (after 2^36 registrations): skip the value
+		// that would give id 0, which Submit reads as "not registered".
+		s.seq++
+	}
+	id := s.seq<<(shardBits+slotBits) | uint64(i)<<shardBits | uint64(si)
+	s.slots[i] = pendingSlot{id: id, pc: pc}
 	s.mu.Unlock()
 	return id
+}
+
+// takeLocked removes and returns the call with id from s, or nil when it
+// is not there (claimed already). s.mu is held.
+func (s *pendingShard) takeLocked(id uint64, slot int) *Pending {
+	if slot >= len(s.slots) || s.slots[slot].id != id || s.slots[slot].pc == nil {
+		return nil
+	}
+	pc := s.slots[slot].pc
+	s.slots[slot] = pendingSlot{}
+	s.free = append(s.free, uint32(slot))
+	return pc
 }
 
 // claim removes and returns the pending call with id, or nil when it has
 // already been claimed (by its reply, a cancel, or the lane's failure).
 func (t *pendingTable) claim(id uint64) *Pending {
-	s := t.shard(id)
+	s, slot := t.locate(id)
 	s.mu.Lock()
-	pc := s.calls[id]
-	delete(s.calls, id)
+	pc := s.takeLocked(id, slot)
 	s.mu.Unlock()
 	return pc
 }
@@ -93,8 +144,7 @@ func (t *pendingTable) claimAll(replies []codec.Reply, pcs []*Pending) []*Pendin
 		s.mu.Lock()
 		for i := range replies {
 			if id := replies[i].ID; id&(pendingShards-1) == uint64(si) {
-				pcs[i] = s.calls[id]
-				delete(s.calls, id)
+				pcs[i] = s.takeLocked(id, int(id>>shardBits&slotMask))
 			}
 		}
 		s.mu.Unlock()
@@ -109,28 +159,33 @@ func (t *pendingTable) takeAll() []*Pending {
 	for si := range t.shards {
 		s := &t.shards[si]
 		s.mu.Lock()
-		calls := s.calls
-		s.calls = make(map[uint64]*Pending)
-		s.mu.Unlock()
-		for _, pc := range calls {
-			all = append(all, pc)
+		for i := range s.slots {
+			if pc := s.slots[i].pc; pc != nil {
+				all = append(all, pc)
+			}
 		}
+		// The slots go; seq stays, so that no id is given twice.
+		s.slots, s.free = nil, nil
+		s.mu.Unlock()
 	}
 	return all
 }
+
+// waitingLocked is the count of calls in s; s.mu is held.
+func (s *pendingShard) waitingLocked() int { return len(s.slots) - len(s.free) }
 
 // watch records stop as the context watch of the pending call with id, to
 // be run when the call completes. It reports false when the call has
 // already been claimed; the caller must then run stop itself.
 func (t *pendingTable) watch(id uint64, stop func() bool) bool {
-	s := t.shard(id)
+	s, slot := t.locate(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pc, ok := s.calls[id]
-	if ok {
-		pc.stopWatch = stop
+	if slot >= len(s.slots) || s.slots[slot].id != id || s.slots[slot].pc == nil {
+		return false
 	}
-	return ok
+	s.slots[slot].pc.stopWatch = stop
+	return true
 }
 
 // empty reports whether no call waits for its reply. The shards are
@@ -141,7 +196,7 @@ func (t *pendingTable) empty() bool {
 	for si := range t.shards {
 		s := &t.shards[si]
 		s.mu.Lock()
-		n := len(s.calls)
+		n := s.waitingLocked()
 		s.mu.Unlock()
 		if n > 0 {
 			return false
@@ -180,18 +235,41 @@ type Pending struct {
 // Finish completes pc, a call claimed from the lane, with err: its watch
 // is stopped and it is sent on its Done channel.
 func (l *Lane) Finish(pc *Pending, err error) {
-	if pc.stopWatch != nil {
-		pc.stopWatch()
-	}
-	call := pc.Call
-	call.Error = err
 	if pc.DeferDecode {
 		// A caller of Call is about to run (see Config.Woken); counted
 		// before it can be, so the count never goes below zero.
 		l.cfg.Woken.Add(1)
 	}
+	l.finishCounted(pc, err)
+}
+
+// finishCounted is Finish for a call whose caller, if a caller of Call
+// (DeferDecode), Config.Woken counts already: the reader counts a reply
+// frame's callers with one addition (countWoken) instead of one per reply,
+// a write to a cache line that every caller writes too.
+func (l *Lane) finishCounted(pc *Pending, err error) {
+	if pc.stopWatch != nil {
+		pc.stopWatch()
+	}
+	call := pc.Call
+	call.Error = err
 	if !Deliver(call) && pc.DeferDecode {
 		l.cfg.Woken.Add(-1)
+	}
+}
+
+// countWoken counts in Config.Woken the callers of Call among pcs, the
+// calls a reply frame is about to complete (nil: none), before any of
+// them can run; their completion is finishCounted's.
+func (l *Lane) countWoken(pcs []*Pending) {
+	n := 0
+	for _, pc := range pcs {
+		if pc != nil && pc.DeferDecode {
+			n++
+		}
+	}
+	if n > 0 {
+		l.cfg.Woken.Add(int64(n))
 	}
 }
 
@@ -229,7 +307,7 @@ func (l *Lane) PendingCalls() int {
 	for si := range l.pending.shards {
 		s := &l.pending.shards[si]
 		s.mu.Lock()
-		n += len(s.calls)
+		n += s.waitingLocked()
 		s.mu.Unlock()
 	}
 	return n

@@ -64,6 +64,7 @@ func (l *Lane) readLoop() {
 			// for them is woken after the callers, as before, so that it
 			// settles for their next calls (settle.Settle counts them).
 			stalled := l.giveBack(len(replies))
+			l.countWoken(pcs)
 			for i := range replies {
 				if pcs[i] != nil {
 					l.complete(&replies[i], pcs[i], &fc)
@@ -103,7 +104,8 @@ func (l *Lane) readLoop() {
 }
 
 // complete hands one reply to its claimed call, decoding the result into
-// the call's reply value.
+// the call's reply value. The call's caller, if one of Call, is counted
+// in Config.Woken already (countWoken).
 func (l *Lane) complete(rp *codec.Reply, pc *Pending, fc *fastcodec.Codec) {
 	call := pc.Call
 	if rp.Metadata != nil {
@@ -123,7 +125,7 @@ func (l *Lane) complete(rp *codec.Reply, pc *Pending, fc *fastcodec.Codec) {
 	if err != nil {
 		l.cfg.Metrics.ErrService.Inc(1)
 	}
-	l.Finish(pc, err)
+	l.finishCounted(pc, err) // counted for the frame (countWoken)
 }
 
 // ServiceError turns a server's error text into the error rpcx's own client

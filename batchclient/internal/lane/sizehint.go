@@ -18,9 +18,9 @@ import (
 // payload, and all but the first let go of it: with 200 callers casting
 // 1 MiB after small calls, the client held up to 140 MiB for an instant,
 // beside a 2 MiB queue.
-func (l *Lane) knownSize(kind codec.Kind, call *client.Call, deferArgs bool) int {
-	if deferArgs || kind != codec.KindSend && l.cfg.SerializeType != protocol.SerializeNone {
-		return 0 // a deferred entry holds no payload while queued
+func (l *Lane) knownSize(kind codec.Kind, call *client.Call) int {
+	if kind != codec.KindSend && l.cfg.SerializeType != protocol.SerializeNone {
+		return 0
 	}
 	var n int
 	switch b := call.Args.(type) {

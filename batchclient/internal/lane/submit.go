@@ -21,8 +21,13 @@ var ErrFinished = errors.New("rpcxbatch: call finished by its lane")
 func (l *Lane) Submit(ctx context.Context, kind codec.Kind, pc *Pending, deferArgs bool) (uint64, Deferred, error) {
 	call := pc.Call
 	var id uint64
-	// The entry's size: once it has been encoded, or known before.
-	size := l.knownSize(kind, call, deferArgs)
+	// The entry's size: once it has been encoded, or known before (never
+	// for a deferred entry: knownSize is not called for it, so that a
+	// caller of Call does not grow its stack for knownSize's frame).
+	size := 0
+	if !deferArgs {
+		size = l.knownSize(kind, call)
+	}
 	if size > l.frameBytes {
 		// Before admission: a full queue would say ErrOverloaded (retry),
 		// or make the caller wait for room it can never use.
