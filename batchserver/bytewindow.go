@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/smallnest/rpcx/server"
 	"github.com/smallnest/rpcx/share"
@@ -26,6 +27,9 @@ import (
 type frameHold struct {
 	left  atomic.Int32
 	bytes int64
+	// arrived is when rpcx read the frame: its entries' deadlines count
+	// from then.
+	arrived time.Time
 }
 
 // byteWindow is a connection's part of the byte window.
@@ -40,12 +44,13 @@ type byteWindow struct {
 	credited atomic.Bool
 }
 
-// hold charges a frame of size bytes and n entries to the connection. A
+// hold charges a frame of size bytes and n entries, read at arrived, to
+// the connection. A
 // lane keeps at most the byte window unfinished, or one frame of any size
 // (within MaxFrameBytes) when nothing else is; as with the entry window,
 // twice the window is a peer that ignores it, not a slow moment.
-func (c *conn) hold(size, n int) (*frameHold, error) {
-	fr := &frameHold{bytes: int64(size)}
+func (c *conn) hold(size, n int, arrived time.Time) (*frameHold, error) {
+	fr := &frameHold{bytes: int64(size), arrived: arrived}
 	fr.left.Store(int32(max(n, 1)))
 	limit := 2 * int64(c.p.opts.WindowBytes)
 	if total := c.bytes.held.Add(fr.bytes); total > limit && total > fr.bytes {

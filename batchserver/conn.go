@@ -112,7 +112,7 @@ func (c *conn) deliver(seq uint64, entries []codec.Entry, size int, arrived time
 		c.fail(fmt.Errorf("%w: %d entries unfinished, window %d", ErrWindowExceeded, n, c.p.opts.Window))
 		return
 	}
-	fr, err := c.hold(size, len(entries))
+	fr, err := c.hold(size, len(entries), arrived)
 	if err != nil {
 		c.fail(err)
 		return
@@ -222,9 +222,9 @@ func (c *conn) run(entries []codec.Entry, arrived time.Time, fr *frameHold) {
 			}
 		}
 		if e.Kind == codec.KindSend {
-			c.queueSend(sendItem{ec: ec, e: e, arrived: arrived, fr: fr})
+			c.queueSend(sendItem{ec: ec, e: e, fr: fr})
 			continue
 		}
-		c.p.start(task{c: c, e: e, ec: ec, arrived: arrived, fr: fr})
+		c.p.start(task{c: c, e: e, ec: ec, fr: fr})
 	}
 }

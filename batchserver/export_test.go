@@ -73,3 +73,23 @@ func MostWorkers(p *Plugin) int {
 	defer p.workers.mu.Unlock()
 	return p.workers.most
 }
+
+// MostQueueCapacity is the largest capacity the workers' queue of entries
+// waiting for a goroutine had since the plugin was created.
+func MostQueueCapacity(p *Plugin) int {
+	p.workers.mu.Lock()
+	defer p.workers.mu.Unlock()
+	return p.workers.mostQueue
+}
+
+// KeptSendRoom is the room the plugin's connections keep in their send
+// queues, in entries.
+func KeptSendRoom(p *Plugin) int {
+	n := 0
+	for _, c := range p.allConns(nil) {
+		c.sends.mu.Lock()
+		n += cap(c.sends.items) + cap(c.sends.spare)
+		c.sends.mu.Unlock()
+	}
+	return n
+}

@@ -2,7 +2,6 @@ package batchserver
 
 import (
 	"sync"
-	"time"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
 )
@@ -22,12 +21,11 @@ type sendQueue struct {
 }
 
 // sendItem is one send entry, its context (nil until it runs, when the
-// server has no request hooks), when its frame arrived and the frame.
+// server has no request hooks) and its frame, which knows when it arrived.
 type sendItem struct {
-	ec      *entryCtx
-	e       *codec.Entry
-	arrived time.Time
-	fr      *frameHold
+	ec *entryCtx
+	e  *codec.Entry
+	fr *frameHold
 }
 
 // queueSend appends a send entry to the connection's queue.
@@ -59,7 +57,7 @@ func (c *conn) runSends() {
 		for i := range batch {
 			it := &batch[i]
 			if it.ec == nil {
-				it.ec = entryContext(c, it.e, it.arrived, it.fr)
+				it.ec = entryContext(c, it.e, it.fr.arrived, it.fr)
 			}
 			c.p.runSend(c, it.ec, it.e)
 			c.credit(it.fr, false)
@@ -71,4 +69,14 @@ func (c *conn) runSends() {
 		}
 		q.mu.Unlock()
 	}
+}
+
+// shed lets go of the queue's room while no send runs or waits: a burst
+// of sends left it sized by the burst (up to the lane's window).
+func (q *sendQueue) shed() {
+	q.mu.Lock()
+	if !q.running && len(q.items) == 0 {
+		q.items, q.spare = nil, nil
+	}
+	q.mu.Unlock()
 }

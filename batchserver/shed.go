@@ -3,7 +3,7 @@ package batchserver
 // A connection keeps what its replies were written with for the next
 // ones: the frame buffer (up to 4 MiB), the reply slices and up to
 // maxKeptReplyBufs payload buffers, each sized by the busiest moment so
-// far. A lane sends a heartbeat only when it has heard nothing from the
+// far; and the room of its send queue. A lane sends a heartbeat only when it has heard nothing from the
 // server for its heartbeat interval (half a second by default), so a
 // heartbeat means the connection's reply path has been quiet: then these
 // are let go, and a connection's memory follows its load down instead of
@@ -11,7 +11,8 @@ package batchserver
 // what it needs anew.
 
 // shed lets go of the connection's reply buffers, unless a writer is at
-// work or replies are queued.
+// work or replies are queued, and of its send queue's room, unless sends
+// run.
 func (c *conn) shed() {
 	c.replyMu.Lock()
 	if !c.writing && len(c.replies) == 0 {
@@ -21,6 +22,7 @@ func (c *conn) shed() {
 	}
 	c.replyMu.Unlock()
 	c.replyBufs.shed()
+	c.sends.shed()
 }
 
 // shed empties the free list.
