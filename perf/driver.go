@@ -52,15 +52,22 @@ func (d *doneCounter) sum() int64 {
 	return s
 }
 
-// runPath measures one point over one path.
+// runPath measures one point over one path, on a fresh client closed
+// after it.
 func runPath(ctx context.Context, env *runEnv, pt Point, path string) (measurement, error) {
-	var m measurement
-	prof := payloads[pt.Payload]
-	t, err := dialTarget(path, env.srv.addr)
+	t, err := dialTarget(path, env.srv.addr, env.cfg)
 	if err != nil {
-		return m, err
+		return measurement{}, err
 	}
 	defer t.close()
+	return runOn(ctx, env, t, pt, path)
+}
+
+// runOn measures one point on client t, which stays open. Nothing of the
+// run (writers, histograms) outlives it but the measurement.
+func runOn(ctx context.Context, env *runEnv, t target, pt Point, path string) (measurement, error) {
+	var m measurement
+	prof := payloads[pt.Payload]
 	args := prof.args()
 
 	if err := warmup(ctx, env, t, pt, prof, args); err != nil {
@@ -156,6 +163,7 @@ func runPath(ctx context.Context, env *runEnv, pt Point, path string) (measureme
 		u.Bytes -= ctlIO.bytes + progIO.bytes
 	}
 	m.client = u
+	var err error
 	if m.server, err = env.ctl.stats(ctx); err != nil {
 		return m, err
 	}
