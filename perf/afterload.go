@@ -160,8 +160,10 @@ func pathAfter(ctx context.Context, env *runEnv, pt Point, path string) (pathAft
 		p.ClientReleases = releases() - before
 	}
 	p.AfterClientMem = memDetailNow()
-	p.AfterServerMem, err = env.ctl.mem(ctx)
-	return p, err
+	if p.AfterServerMem, err = env.ctl.mem(ctx); err != nil {
+		return p, err
+	}
+	return p, writeHeapProfile(path)
 }
 
 // within reports whether after is back within 20 % of idle.
