@@ -99,21 +99,8 @@ func runOn(ctx context.Context, env *runEnv, t target, pt Point, path string) (m
 		pc = newPacing(pt.Writers)
 	}
 	var t0 time.Time
-	cancels := make([]context.CancelFunc, 0, pt.Writers)
-	defer func() {
-		for _, c := range cancels {
-			c()
-		}
-	}()
 	for w := range pt.Writers {
-		// Each writer waits on a context of its own, as each request of a
-		// service has its own: with one shared context, every writer's
-		// select (the pause's here, the call's inside either client)
-		// would lock the same Done channel, a contention of the harness's
-		// making, not of the path's.
-		cctx, cancelW := context.WithCancel(pctx)
-		cancels = append(cancels, cancelW)
-		wctx, op := t.op(cctx, pt.Op, prof, args, w)
+		wctx, op := t.op(pctx, pt.Op, prof, args, w)
 		var wp *writerPace
 		if pc != nil {
 			wp = &pc.writers[w]
