@@ -195,7 +195,9 @@ func (a afterLoad) markdown() string {
 		"Per path, after the sweep: both processes settled (a collection, free memory returned to the OS), one more burst "+
 		"on a client kept open, as a service keeps its client; the harness drops its own part of the burst (writers, histograms) "+
 		"and waits %v with nothing forced but what the libraries' idle memory release does (server: %s; batch client: %s). "+
-		"\"idle\" is the process before the sweep, \"settled\" right before the burst (idle, with the sweep's code and data paged in). "+
+		"\"idle\" is the process before the sweep, \"settled\" right before the burst (idle, with the sweep's code and data paged in, "+
+		"and the g structs of the most goroutines the process ever ran at once, which the Go runtime never frees, about 0.4 KB each: "+
+		"see the points' client_goroutines_peak; plain rpcx's oneway calls can run 100,000 and more). "+
 		"Both paths' bursts run against the same server process, the batch path's first.\n\n"+
 		"| path | burst | process | idle MB | settled MB | peak MB | after MB | after ÷ settled | after ÷ idle |\n|---|---|---|--:|--:|--:|--:|--:|--:|\n",
 		a.Wait, releaseText(a.ServerIdleRelease), releaseText(a.ClientIdleRelease))
