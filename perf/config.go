@@ -83,9 +83,10 @@ var allOps = []string{"call", "cast", "send"}
 
 // presets are the named defaults: flags given on the command line win.
 var presets = map[string]func(c *Config){
-	// quick is `make perf-quick`: about three minutes on two cores (the
+	// quick is `make perf-quick`: about four minutes on two cores (the
 	// closed loop at 1 to 10,000 writers, 5,000 writers paced at 100 ms,
-	// then 30 s idle for the memory left behind).
+	// then per path one more burst and 30 s idle for the memory left
+	// behind, afterload.go).
 	"quick": func(c *Config) {
 		// Points long enough (200,000 operations) that warm-up effects
 		// (pools, buffers, GC pacing) do not dominate; a single writer
