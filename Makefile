@@ -95,11 +95,14 @@ soak:
 	RPCXBATCH_SOAK=1 $(GO) test -count=1 -timeout 60m -v -run . ./reliability/
 
 # Side-by-side harness: plain rpcx vs rpcxbatch, server in its own process.
+# PERF_FLAGS adds flags, e.g. the libraries' idle memory release for the
+# memory after the load: PERF_FLAGS="-server-idle-release 5s -client-idle-release 5s".
+PERF_FLAGS ?=
 perf-quick:
-	$(GO) run ./perf -preset quick
+	$(GO) run ./perf -preset quick $(PERF_FLAGS)
 
 perf:
-	$(GO) run ./perf -preset full
+	$(GO) run ./perf -preset full $(PERF_FLAGS)
 
 fuzz:
 	@for t in codec:FuzzDecodeBatch codec:FuzzDecodeReplies codec:FuzzDecodeHandshake codec:FuzzDecodeCredit codec:FuzzDecodeCreditBytes \

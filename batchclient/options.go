@@ -111,6 +111,10 @@ type Options struct {
 	RPCX client.Option
 	// Registry receives the client metrics. Default: a new registry.
 	Registry metrics.Registry
+	// IdleMemoryRelease, when positive, returns free memory to the OS once
+	// the load has been gone this long (see WithIdleMemoryRelease).
+	// Default 0: never.
+	IdleMemoryRelease time.Duration
 }
 
 // Option sets one client option.
@@ -222,5 +226,5 @@ func buildOptions(opts []Option) (Options, error) {
 	if o.Registry == nil {
 		o.Registry = metrics.NewRegistry()
 	}
-	return o, nil
+	return o, setupIdleRelease(&o)
 }

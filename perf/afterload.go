@@ -4,13 +4,20 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
+
+	gometrics "github.com/rcrowley/go-metrics"
 )
 
-// The memory a load leaves behind: both processes' RSS when idle before the
-// sweep, at their peak during it, and a while after it ended with nothing
-// forced (no GC, no FreeOSMemory): what a service would keep holding after
-// a burst.
+// The memory a load leaves behind, per path: after the sweep, each path in
+// turn runs one more burst (the sweep's largest call point) on a client
+// that stays open, as a service keeps its client, starting from both
+// processes settled; the harness then drops its own part of the burst
+// (the writers end, their histograms go) and waits with nothing forced (no
+// GC, no FreeOSMemory but what the libraries' idle memory release does, if
+// it is on), and takes both processes' RSS. So each path is charged what
+// its own burst left, not what the other path or the sweep before left.
 
 // RSSReply is the server process's resident set size now.
 type RSSReply struct{ RSS int64 }
@@ -27,82 +34,194 @@ func (cc *controlClient) rss(ctx context.Context) (int64, error) {
 	return r.RSS, cc.call(ctx, 5*time.Second, "RSS", &Empty{}, &r)
 }
 
-// afterLoad is the memory of both processes around the sweep, in MB.
+// afterLoad is the memory of both processes before the sweep and after
+// each path's burst, in MB.
 type afterLoad struct {
 	Wait time.Duration
-	// ServerIdleRelease is the server's WithIdleMemoryRelease (0: off).
-	ServerIdleRelease        time.Duration
-	IdleClient, IdleServer   float64
-	PeakClient, PeakServer   float64
-	AfterClient, AfterServer float64
+	// ServerIdleRelease and ClientIdleRelease are the server's and the
+	// batch client's WithIdleMemoryRelease (0: off).
+	ServerIdleRelease, ClientIdleRelease time.Duration
+	// IdleClient, IdleServer are both processes' RSS before the sweep,
+	// settled; IdleServerMem the server's breakdown then.
+	IdleClient, IdleServer float64
+	IdleServerMem          MemDetail
+	Paths                  []pathAfterLoad
+}
+
+// pathAfterLoad is what one path's burst left behind.
+type pathAfterLoad struct {
+	Path  string
+	Burst Point
+	// Settled* are both processes' RSS settled right before the burst:
+	// idle, with the sweep's code and data paged in.
+	SettledClient, SettledServer float64
+	PeakClient, PeakServer       float64
+	AfterClient, AfterServer     float64
 	// The runtime's breakdown of each process's memory after the wait
 	// (memdetail.go).
 	AfterClientMem, AfterServerMem MemDetail
-	// IdleServerMem is the server's breakdown when idle, before the sweep.
-	IdleServerMem MemDetail
+	// ClientReleases are the batch client's idle memory releases during
+	// the wait (-1: the path has none).
+	ClientReleases int64
 }
 
-// idleRSS takes both processes' RSS before any load, each settled.
+// idleRSS takes both processes' RSS with no load, each settled.
 func idleRSS(ctx context.Context, ctl *controlClient) (client, server float64, err error) {
 	settleMemory()
+	if _, err := ctl.reset(ctx); err != nil { // settles the server
+		return 0, 0, err
+	}
 	s, err := ctl.rss(ctx)
 	return mb(rssNow()), mb(s), err
 }
 
-// measureAfterLoad waits wait after the sweep, with both processes idle,
-// and takes their RSS; the peaks are the largest of the points'.
-func measureAfterLoad(ctx context.Context, ctl *controlClient, wait time.Duration, idleClient, idleServer float64, results []Result) (afterLoad, error) {
-	a := afterLoad{Wait: wait, IdleClient: idleClient, IdleServer: idleServer}
-	for _, r := range results {
-		a.PeakClient = max(a.PeakClient, r.ClientRSSMB)
-		a.PeakServer = max(a.PeakServer, r.ServerRSSMB)
+// burstPoint is the point each path's after-load burst repeats: the
+// sweep's call point with the most writers (closed loop first), else its
+// point with the most writers.
+func burstPoint(points []Point) Point {
+	best := points[0]
+	score := func(p Point) int {
+		s := p.Writers * 4
+		if p.Op == "call" {
+			s += 2 << 30
+		}
+		if p.PaceMS == 0 {
+			s += 1 << 30
+		}
+		return s
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-		return a, ctx.Err()
+	for _, p := range points[1:] {
+		if score(p) > score(best) {
+			best = p
+		}
 	}
-	s, err := ctl.rss(ctx)
-	a.AfterClient, a.AfterServer = mb(rssNow()), mb(s)
+	return best
+}
+
+// measureAfterLoad runs each path's burst and wait (see above).
+func measureAfterLoad(ctx context.Context, env *runEnv, points []Point, idleClient, idleServer float64, stderr io.Writer) (afterLoad, error) {
+	a := afterLoad{Wait: env.cfg.AfterLoad, IdleClient: idleClient, IdleServer: idleServer,
+		ServerIdleRelease: env.cfg.ServerIdleRelease, ClientIdleRelease: env.cfg.ClientIdleRelease}
+	pt := burstPoint(points)
+	for _, path := range []string{pathBatch, pathPlain} {
+		if skipPath(path) {
+			continue
+		}
+		fmt.Fprintf(stderr, "after the load, %s: %s w=%d pace=%dms × %d on a client kept open, then %v idle\n",
+			path, pt.Op, pt.Writers, pt.PaceMS, pt.Messages, env.cfg.AfterLoad)
+		p, err := pathAfter(ctx, env, pt, path)
+		if err != nil {
+			return a, fmt.Errorf("after the load, %s: %w", path, err)
+		}
+		a.Paths = append(a.Paths, p)
+	}
+	return a, nil
+}
+
+// pathAfter is one path's burst and wait.
+func pathAfter(ctx context.Context, env *runEnv, pt Point, path string) (pathAfterLoad, error) {
+	p := pathAfterLoad{Path: path, Burst: pt, ClientReleases: -1}
+	t, err := dialTarget(path, env.srv.addr, env.cfg)
 	if err != nil {
-		return a, err
+		return p, err
 	}
-	a.AfterClientMem = memDetailNow()
-	a.AfterServerMem, err = ctl.mem(ctx)
-	return a, err
+	defer t.close()
+	if p.SettledClient, p.SettledServer, err = idleRSS(ctx, env.ctl); err != nil {
+		return p, err
+	}
+	m, err := runOn(ctx, env, t, pt, path)
+	if err != nil {
+		return p, err
+	}
+	p.PeakClient, p.PeakServer = mb(m.clientRSS), mb(m.server.PeakRSS)
+	releases := func() int64 {
+		if bt, ok := t.(*batchTarget); ok {
+			if c, ok := bt.c.Metrics().Get("rpcxbatch.client.memory_releases").(gometrics.Counter); ok {
+				return c.Count()
+			}
+			return 0
+		}
+		return -1
+	}
+	before := releases()
+	w := time.NewTimer(env.cfg.AfterLoad)
+	defer w.Stop()
+	select {
+	case <-w.C:
+	case <-ctx.Done():
+		return p, ctx.Err()
+	}
+	s, err := env.ctl.rss(ctx)
+	p.AfterClient, p.AfterServer = mb(rssNow()), mb(s)
+	if err != nil {
+		return p, err
+	}
+	if before >= 0 {
+		p.ClientReleases = releases() - before
+	}
+	p.AfterClientMem = memDetailNow()
+	if p.AfterServerMem, err = env.ctl.mem(ctx); err != nil {
+		return p, err
+	}
+	return p, writeHeapProfile(path)
 }
 
 // within reports whether after is back within 20 % of idle.
 func within(after, idle float64) bool { return after <= 1.2*idle }
 
 func (a afterLoad) print(w io.Writer) {
-	fmt.Fprintf(w, "\nmemory %v after the load, server idle memory release %s (RSS MB idle before / peak / after; back within 20 %% of idle?):\n", a.Wait, a.releaseText())
-	fmt.Fprintf(w, "  client %6.0f / %6.0f / %6.0f  %v\n", a.IdleClient, a.PeakClient, a.AfterClient, within(a.AfterClient, a.IdleClient))
-	fmt.Fprintf(w, "  server %6.0f / %6.0f / %6.0f  %v\n", a.IdleServer, a.PeakServer, a.AfterServer, within(a.AfterServer, a.IdleServer))
-	fmt.Fprintf(w, "  client after (MB): %v\n  server after (MB): %v\n  server idle  (MB): %v\n", a.AfterClientMem, a.AfterServerMem, a.IdleServerMem)
+	fmt.Fprintf(w, "\nmemory %v after the load, per path (its own burst, client kept open), idle memory release server %s, batch client %s (RSS MB idle before the sweep / settled before the burst / peak / after; back within 20 %% of settled?):\n",
+		a.Wait, releaseText(a.ServerIdleRelease), releaseText(a.ClientIdleRelease))
+	for _, p := range a.Paths {
+		fmt.Fprintf(w, "  %-5s burst %s w=%d pace=%dms%s\n", p.Path, p.Burst.Op, p.Burst.Writers, p.Burst.PaceMS, p.releasesText())
+		fmt.Fprintf(w, "    client %6.0f / %6.0f / %6.0f / %6.0f  %v\n", a.IdleClient, p.SettledClient, p.PeakClient, p.AfterClient, within(p.AfterClient, p.SettledClient))
+		fmt.Fprintf(w, "    server %6.0f / %6.0f / %6.0f / %6.0f  %v\n", a.IdleServer, p.SettledServer, p.PeakServer, p.AfterServer, within(p.AfterServer, p.SettledServer))
+		fmt.Fprintf(w, "    client after (MB): %v\n    server after (MB): %v\n", p.AfterClientMem, p.AfterServerMem)
+	}
+	fmt.Fprintf(w, "  server idle before the sweep (MB): %v\n", a.IdleServerMem)
+}
+
+func (p pathAfterLoad) releasesText() string {
+	if p.ClientReleases < 0 {
+		return ""
+	}
+	return fmt.Sprintf(", client idle releases during the wait: %d", p.ClientReleases)
 }
 
 // markdown is the report's section on it.
 func (a afterLoad) markdown() string {
-	return fmt.Sprintf("\n## Memory after the load\n\n"+
-		"RSS of each process idle before the sweep (settled), its peak over the points, and %v after the last point ended, "+
-		"with nothing forced in between (no GC, no `FreeOSMemory`) but what the server's idle memory release (%s) does: what a process keeps after a burst. "+
-		"The client process holds both paths' clients in turn (closed after each point) and the harness.\n\n"+
-		"| process | idle MB | peak MB | after MB | after ÷ idle |\n|---|--:|--:|--:|--:|\n"+
-		"| client | %.0f | %.0f | %.0f | %.2f |\n| server | %.0f | %.0f | %.0f | %.2f |\n",
-		a.Wait, a.releaseText(), a.IdleClient, a.PeakClient, a.AfterClient, a.AfterClient/a.IdleClient,
-		a.IdleServer, a.PeakServer, a.AfterServer, a.AfterServer/a.IdleServer) +
-		fmt.Sprintf("\nAfter the wait, as the Go runtime sees it (MB):\n\n- client: %v\n- server: %v\n- server when idle, before the sweep: %v\n", a.AfterClientMem, a.AfterServerMem, a.IdleServerMem)
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## Memory after the load\n\n"+
+		"Per path, after the sweep: both processes settled (a collection, free memory returned to the OS), one more burst "+
+		"on a client kept open, as a service keeps its client; the harness drops its own part of the burst (writers, histograms) "+
+		"and waits %v with nothing forced but what the libraries' idle memory release does (server: %s; batch client: %s). "+
+		"\"idle\" is the process before the sweep, \"settled\" right before the burst (idle, with the sweep's code and data paged in, "+
+		"and the g structs of the most goroutines the process ever ran at once, which the Go runtime never frees, about 0.4 KB each: "+
+		"see the points' client_goroutines_peak; plain rpcx's oneway calls can run 100,000 and more). "+
+		"Both paths' bursts run against the same server process, the batch path's first.\n\n"+
+		"| path | burst | process | idle MB | settled MB | peak MB | after MB | after ÷ settled | after ÷ idle |\n|---|---|---|--:|--:|--:|--:|--:|--:|\n",
+		a.Wait, releaseText(a.ServerIdleRelease), releaseText(a.ClientIdleRelease))
+	for _, p := range a.Paths {
+		burst := fmt.Sprintf("%s w=%d pace=%d", p.Burst.Op, p.Burst.Writers, p.Burst.PaceMS)
+		fmt.Fprintf(&b, "| %s | %s | client | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f |\n", p.Path, burst,
+			a.IdleClient, p.SettledClient, p.PeakClient, p.AfterClient, p.AfterClient/p.SettledClient, p.AfterClient/a.IdleClient)
+		fmt.Fprintf(&b, "| %s | %s | server | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f |\n", p.Path, burst,
+			a.IdleServer, p.SettledServer, p.PeakServer, p.AfterServer, p.AfterServer/p.SettledServer, p.AfterServer/a.IdleServer)
+	}
+	b.WriteString("\nAfter the wait, as the Go runtime sees it (MB):\n\n")
+	for _, p := range a.Paths {
+		fmt.Fprintf(&b, "- %s, client: %v%s\n- %s, server: %v\n", p.Path, p.AfterClientMem, p.releasesText(), p.Path, p.AfterServerMem)
+	}
+	fmt.Fprintf(&b, "- server when idle, before the sweep: %v\n", a.IdleServerMem)
+	return b.String()
 }
 
-// releaseText says whether the server released memory after the load.
-func (a afterLoad) releaseText() string {
-	if a.ServerIdleRelease <= 0 {
+// releaseText says whether a process released memory after the load.
+func releaseText(d time.Duration) string {
+	if d <= 0 {
 		return "off"
 	}
-	return fmt.Sprintf("after %v (WithIdleMemoryRelease)", a.ServerIdleRelease)
+	return fmt.Sprintf("after %v (WithIdleMemoryRelease)", d)
 }
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }

@@ -50,6 +50,9 @@ type Config struct {
 	// ServerIdleRelease, when not zero, serves with
 	// batchserver.WithIdleMemoryRelease(ServerIdleRelease).
 	ServerIdleRelease time.Duration
+	// ClientIdleRelease, when not zero, makes the batch path's clients
+	// batchclient.WithIdleMemoryRelease(ClientIdleRelease).
+	ClientIdleRelease time.Duration
 	// Netns, when set, runs the server in its own network namespace joined
 	// by a veth pair (root only); NetemRate and NetemDelay shape that link.
 	Netns                 bool
@@ -80,9 +83,10 @@ var allOps = []string{"call", "cast", "send"}
 
 // presets are the named defaults: flags given on the command line win.
 var presets = map[string]func(c *Config){
-	// quick is `make perf-quick`: about three minutes on two cores (the
+	// quick is `make perf-quick`: about four minutes on two cores (the
 	// closed loop at 1 to 10,000 writers, 5,000 writers paced at 100 ms,
-	// then 30 s idle for the memory left behind).
+	// then per path one more burst and 30 s idle for the memory left
+	// behind, afterload.go).
 	"quick": func(c *Config) {
 		// Points long enough (200,000 operations) that warm-up effects
 		// (pools, buffers, GC pacing) do not dominate; a single writer
@@ -131,8 +135,9 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.Out, "out", "perf/results/run.jsonl", "JSON lines output, one object per point and path (\"\" = none)")
 	fs.StringVar(&c.Report, "report", "perf/results/run", "report folder: report.md and the figures (\"\" = none)")
 	fs.DurationVar(&c.CodecDuration, "codec-duration", 2*time.Second, "time the codec ceiling measures each payload")
-	fs.DurationVar(&c.AfterLoad, "after-load", 0, "after the sweep, wait this long and report both processes' RSS against idle (0 = skip)")
+	fs.DurationVar(&c.AfterLoad, "after-load", 0, "after the sweep, per path: one more burst (the sweep's largest call point) on a client kept open, then wait this long and report both processes' RSS against idle (0 = skip)")
 	fs.DurationVar(&c.ServerIdleRelease, "server-idle-release", 0, "server: return free memory to the OS once the load has been gone this long (batchserver.WithIdleMemoryRelease; 0 = off, the default)")
+	fs.DurationVar(&c.ClientIdleRelease, "client-idle-release", 0, "batch path's clients: return free memory to the OS once their load has been gone this long (batchclient.WithIdleMemoryRelease; 0 = off, the default)")
 	fs.BoolVar(&c.Progress, "progress", true, "print progress to stderr once a second while a point runs")
 	fs.BoolVar(&c.Netns, "netns", false, "root only: server in its own network namespace over a veth pair")
 	fs.StringVar(&c.NetemRate, "netem-rate", "", "with -netns: tc netem rate on the veth pair, e.g. 1gbit")

@@ -27,6 +27,7 @@ type measurement struct {
 	elapsed              time.Duration
 	bounded              bool
 	lat                  []time.Duration // p50, p99, p99.9; nil for cast and send
+	pace                 *paceSummary    // nil for a closed loop
 	client               usage
 	clientRSS, clientG   int64
 	server               ServerStats
@@ -51,15 +52,22 @@ func (d *doneCounter) sum() int64 {
 	return s
 }
 
-// runPath measures one point over one path.
+// runPath measures one point over one path, on a fresh client closed
+// after it.
 func runPath(ctx context.Context, env *runEnv, pt Point, path string) (measurement, error) {
-	var m measurement
-	prof := payloads[pt.Payload]
-	t, err := dialTarget(path, env.srv.addr)
+	t, err := dialTarget(path, env.srv.addr, env.cfg)
 	if err != nil {
-		return m, err
+		return measurement{}, err
 	}
 	defer t.close()
+	return runOn(ctx, env, t, pt, path)
+}
+
+// runOn measures one point on client t, which stays open. Nothing of the
+// run (writers, histograms) outlives it but the measurement.
+func runOn(ctx context.Context, env *runEnv, t target, pt Point, path string) (measurement, error) {
+	var m measurement
+	prof := payloads[pt.Payload]
 	args := prof.args()
 
 	if err := warmup(ctx, env, t, pt, prof, args); err != nil {
@@ -86,11 +94,23 @@ func runPath(ctx context.Context, env *runEnv, pt Point, path string) (measureme
 		hist = new(histogram)
 	}
 	pace := time.Duration(pt.PaceMS) * time.Millisecond
+	var pc *pacing
+	if pace > 0 {
+		pc = newPacing(pt.Writers)
+	}
+	var t0 time.Time
 	for w := range pt.Writers {
 		wctx, op := t.op(pctx, pt.Op, prof, args, w)
+		var wp *writerPace
+		if pc != nil {
+			wp = &pc.writers[w]
+		}
 		wg.Go(func() {
 			<-start
-			writer(wctx, w, pt.Messages, pace, op, hist, &done, &errs, &first)
+			writer(wctx, w, pt.Messages, pace, op, hist, &done, &errs, &first, wp, pcLate(pc))
+			if wp != nil {
+				wp.end = time.Since(t0)
+			}
 		})
 	}
 	ctlBase, progBase := env.ctl.io.snapshot(), env.progress.snapshot()
@@ -98,7 +118,7 @@ func runPath(ctx context.Context, env *runEnv, pt Point, path string) (measureme
 	samp := startSampler()
 	stopProgress := startProgress(env, pt, path, &done)
 
-	t0 := time.Now()
+	t0 = time.Now()
 	close(start)
 	wg.Wait() // every writer stops at its count or at pctx's end
 	m.submitted = done.sum()
@@ -130,6 +150,7 @@ func runPath(ctx context.Context, env *runEnv, pt Point, path string) (measureme
 		u.Bytes -= ctlIO.bytes + progIO.bytes
 	}
 	m.client = u
+	var err error
 	if m.server, err = env.ctl.stats(ctx); err != nil {
 		return m, err
 	}
@@ -147,15 +168,22 @@ func runPath(ctx context.Context, env *runEnv, pt Point, path string) (measureme
 	if hist != nil {
 		m.lat = hist.quantiles(0.5, 0.99, 0.999)
 	}
+	if pc != nil {
+		ps := pc.summary()
+		m.pace = &ps
+	}
 	return m, nil
 }
 
 // writer is one writer's loop: messages operations, a pause of pace
 // between two, until done or ctx ends. A paced writer starts at a random
 // moment within its first pause, so that N writers spread over the pace
-// instead of firing together.
+// instead of firing together. With wp, it sums its latencies and how late
+// its pauses ended (pacing.go), from the clock reads it makes anyway: the
+// end of one call is the start of its pause, the end of a pause the start
+// of the next call.
 func writer(ctx context.Context, w, messages int, pace time.Duration, op opFunc, hist *histogram,
-	done *doneCounter, errs *atomic.Int64, first *atomic.Pointer[error]) {
+	done *doneCounter, errs *atomic.Int64, first *atomic.Pointer[error], wp *writerPace, late *histogram) {
 	var timer *time.Timer
 	sleep := func(d time.Duration) bool {
 		if timer == nil {
@@ -170,21 +198,29 @@ func writer(ctx context.Context, w, messages int, pace time.Duration, op opFunc,
 			return false
 		}
 	}
+	var t time.Time
 	if pace > 0 {
 		defer func() {
 			if timer != nil {
 				timer.Stop()
 			}
 		}()
-		if !sleep(rand.N(pace)) {
+		offset := rand.N(pace)
+		if !sleep(offset) {
 			return
+		}
+		t = time.Now()
+		if wp != nil {
+			wp.offset = offset
 		}
 	}
 	for j := range messages {
 		if ctx.Err() != nil {
 			return
 		}
-		t := time.Now()
+		if pace == 0 {
+			t = time.Now()
+		}
 		if err := op(ctx); err != nil {
 			if ctx.Err() != nil {
 				return
@@ -194,12 +230,24 @@ func writer(ctx context.Context, w, messages int, pace time.Duration, op opFunc,
 			}
 			return // one failure ends this writer; the point reports it
 		}
+		end := time.Now()
 		if hist != nil {
-			hist.record(w, time.Since(t))
+			hist.record(w, end.Sub(t))
+		}
+		if wp != nil {
+			wp.lat += end.Sub(t)
 		}
 		done.add(w)
-		if pace > 0 && j < messages-1 && !sleep(pace) {
-			return
+		if pace > 0 && j < messages-1 {
+			if !sleep(pace) {
+				return
+			}
+			t = time.Now()
+			if wp != nil {
+				d := t.Sub(end) - pace
+				wp.late += d
+				late.record(w, d)
+			}
 		}
 	}
 }

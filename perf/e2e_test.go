@@ -32,6 +32,8 @@ func TestTinySweep(t *testing.T) {
 
 	assert.Contains(t, stdout.String(), "ratio")
 	assert.Contains(t, stdout.String(), "after the load")
+	assert.Contains(t, stdout.String(), "batch burst call w=2", "the batch path's own burst")
+	assert.Contains(t, stdout.String(), "plain burst call w=2", "the plain path's own burst")
 	b, err := os.ReadFile(filepath.Join(dir, "r.jsonl"))
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
@@ -70,8 +72,49 @@ func TestTinySweep(t *testing.T) {
 	report, err := os.ReadFile(filepath.Join(dir, "report", "report.md"))
 	require.NoError(t, err)
 	assert.Regexp(t, `\| server \| \d+ \| \d+ \| \d+ \| \d`, string(report), "the memory after the load, with figures")
+	assert.Regexp(t, `\| batch \| call w=2 pace=0 \| client \| \d+`, string(report), "the batch path's own row")
+	assert.Regexp(t, `\| plain \| call w=2 pace=0 \| server \| \d+`, string(report), "the plain path's own row")
 	for _, f := range []string{"report.md", "ceiling.json", "throughput-data-pace0.svg", "throughput-call-data-pace0.svg"} {
 		_, err := os.Stat(filepath.Join(dir, "report", f))
 		assert.NoError(t, err, f)
+	}
+}
+
+// TestTinyPacedPoint: a paced point says where its wall time went: the
+// writer that finished last's first pause, call latencies and pause
+// lateness, with its pauses, add up to the point's elapsed time.
+func TestTinyPacedPoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server process")
+	}
+	dir := t.TempDir()
+	const writers, messages, paceMS = 3, 6, 20
+	cfg, err := parseConfig([]string{"-ops", "call", "-writers", "3", "-messages", "6", "-pace", "20", "-warmup", "10",
+		"-point-timeout", "10s", "-codec-duration", "10ms", "-progress=false",
+		"-out", filepath.Join(dir, "r.jsonl"), "-report", ""}, os.Stderr)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	require.NoError(t, run(ctx, cfg, &stdout, &stderr), stderr.String())
+	b, err := os.ReadFile(filepath.Join(dir, "r.jsonl"))
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	require.Len(t, lines, 2, "both paths")
+	for _, line := range lines {
+		var r Result
+		require.NoError(t, json.Unmarshal([]byte(line), &r))
+		require.EqualValues(t, writers*messages, r.Ops, r.Path)
+		for name, v := range map[string]*float64{"late_p50_us": r.LateP50us, "late_p99_us": r.LateP99us,
+			"last_writer_offset_ms": r.LastOffsetMS, "last_writer_latency_ms": r.LastLatMS,
+			"last_writer_lateness_ms": r.LastLateMS, "mean_writer_latency_ms": r.MeanLatMS, "load_avg": r.LoadAvg} {
+			require.NotNil(t, v, "%s %s", r.Path, name)
+		}
+		assert.Positive(t, *r.LastLatMS, r.Path)
+		assert.Less(t, *r.LastOffsetMS, float64(paceMS), r.Path)
+		sum := *r.LastOffsetMS + *r.LastLatMS + *r.LastLateMS + (messages-1)*paceMS
+		elapsed := r.ElapsedS * 1000
+		assert.LessOrEqual(t, sum, elapsed, "%s: the last writer's parts fit in the point", r.Path)
+		assert.Greater(t, sum, elapsed-50, "%s: the last writer's parts are the point's time", r.Path)
 	}
 }

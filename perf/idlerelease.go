@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/rpcxbatch/rpcxbatch/batchclient"
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
 )
 
@@ -34,4 +35,13 @@ func serverOptions() ([]batchserver.Option, error) {
 		return nil, fmt.Errorf("%s=%q: %w", idleReleaseEnv, v, err)
 	}
 	return []batchserver.Option{batchserver.WithIdleMemoryRelease(d)}, nil
+}
+
+// clientOptions are the batch path's client options: the idle release
+// when asked for (-client-idle-release).
+func clientOptions(cfg Config) []batchclient.Option {
+	if cfg.ClientIdleRelease <= 0 {
+		return nil
+	}
+	return []batchclient.Option{batchclient.WithIdleMemoryRelease(cfg.ClientIdleRelease)}
 }

@@ -27,7 +27,11 @@ func main() {
 	if os.Getenv(roleEnv) == roleServer {
 		stopProfile, err := startCPUProfile("server")
 		if err == nil {
-			err = runServer(os.Getenv(listenEnv))
+			var stopTrace func()
+			if stopTrace, err = startTrace("server"); err == nil {
+				err = runServer(os.Getenv(listenEnv))
+				stopTrace()
+			}
 			stopProfile()
 		}
 		if err != nil {
@@ -50,7 +54,11 @@ func main() {
 	defer stop()
 	stopProfile, err := startCPUProfile("client")
 	if err == nil {
-		err = run(ctx, cfg, os.Stdout, os.Stderr)
+		var stopTrace func()
+		if stopTrace, err = startTrace("client"); err == nil {
+			err = run(ctx, cfg, os.Stdout, os.Stderr)
+			stopTrace()
+		}
 		stopProfile()
 	}
 	if err != nil {

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"runtime"
+	"runtime/pprof"
 
 	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
 )
@@ -19,4 +22,28 @@ func startCPUProfile(role string) (stop func(), err error) {
 		return func() {}, nil
 	}
 	return benchkit.StartCPUProfile(profileEnv, prefix+"."+role+".pprof")
+}
+
+// heapProfileEnv, when set to a path prefix, makes the harness write the
+// client process's heap profile after each path's wait after the load
+// (PREFIX.<path>.heap.pprof, after a collection so that it shows what is
+// live): what the memory left behind is made of.
+const heapProfileEnv = "RPCXBATCH_PERF_HEAPPROFILE"
+
+// writeHeapProfile writes it, if asked for.
+func writeHeapProfile(path string) error {
+	prefix := os.Getenv(heapProfileEnv)
+	if prefix == "" {
+		return nil
+	}
+	f, err := os.Create(prefix + "." + path + ".heap.pprof")
+	if err != nil {
+		return fmt.Errorf("%s: %w", heapProfileEnv, err)
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		return fmt.Errorf("%s: %w", heapProfileEnv, err)
+	}
+	return nil
 }

@@ -15,13 +15,18 @@ import (
 // usage is a snapshot of what this process has consumed so far; a point's
 // cost is the difference of two snapshots.
 type usage struct {
-	CPU    time.Duration // user + system, all threads
-	Writes int64         // write-family syscalls (syscw), -1 if unknown
-	Bytes  int64         // bytes passed to them (wchar), -1 if unknown
+	CPU time.Duration // user + system, all threads
+	// RunqWait is the time this process's threads were ready to run but
+	// waited for a CPU (the kernel's run queue, schedstat), -1 if
+	// unknown: other processes' load, which no path can do anything
+	// about, shows here.
+	RunqWait time.Duration
+	Writes   int64 // write-family syscalls (syscw), -1 if unknown
+	Bytes    int64 // bytes passed to them (wchar), -1 if unknown
 }
 
 func readUsage() usage {
-	u := usage{Writes: -1, Bytes: -1}
+	u := usage{Writes: -1, Bytes: -1, RunqWait: runqWait()}
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		u.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
@@ -36,7 +41,10 @@ func readUsage() usage {
 }
 
 func (u usage) sub(v usage) usage {
-	d := usage{CPU: u.CPU - v.CPU, Writes: -1, Bytes: -1}
+	d := usage{CPU: u.CPU - v.CPU, Writes: -1, Bytes: -1, RunqWait: -1}
+	if u.RunqWait >= 0 && v.RunqWait >= 0 {
+		d.RunqWait = u.RunqWait - v.RunqWait
+	}
 	if u.Writes >= 0 && v.Writes >= 0 {
 		d.Writes = u.Writes - v.Writes
 	}

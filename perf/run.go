@@ -114,12 +114,11 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "sweep took %v\n", time.Since(started).Round(time.Second))
 	var mem *afterLoad
 	if cfg.AfterLoad > 0 {
-		fmt.Fprintf(stderr, "waiting %v to see what memory the load left behind\n", cfg.AfterLoad)
-		a, err := measureAfterLoad(ctx, ctl, cfg.AfterLoad, idleClient, idleServer, results)
+		a, err := measureAfterLoad(ctx, env, points, idleClient, idleServer, progress)
 		if err != nil {
 			return err
 		}
-		a.ServerIdleRelease, a.IdleServerMem = cfg.ServerIdleRelease, idleServerMem
+		a.IdleServerMem = idleServerMem
 		a.print(stdout)
 		mem = &a
 	}

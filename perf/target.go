@@ -32,12 +32,12 @@ type target interface {
 	close()
 }
 
-func dialTarget(path, addr string) (target, error) {
+func dialTarget(path, addr string, cfg Config) (target, error) {
 	switch path {
 	case pathPlain:
 		return dialPlain(addr)
 	case pathBatch:
-		return dialBatch(addr)
+		return dialBatch(addr, clientOptions(cfg)...)
 	}
 	return nil, fmt.Errorf("unknown path %q", path)
 }
@@ -75,8 +75,8 @@ type batchTarget struct {
 	addr string
 }
 
-func dialBatch(addr string) (*batchTarget, error) {
-	c, err := batchclient.New()
+func dialBatch(addr string, opts ...batchclient.Option) (*batchTarget, error) {
+	c, err := batchclient.New(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("batch client: %w", err)
 	}
