@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -66,6 +67,10 @@ type NodeResult struct {
 	// because it declared that node lost (missed pings): under overload,
 	// a sign the point measured the timeouts, not the locks.
 	LostHolders int64 `json:"lost_holders"`
+	// Mallocs and GCs are the heap allocations and garbage collections
+	// the node made during the point.
+	Mallocs uint64 `json:"mallocs"`
+	GCs     uint32 `json:"gcs"`
 }
 
 // runNode is the node role's main; its stdin and stdout are the harness's
@@ -179,6 +184,8 @@ func runPoint(n *lock.Node, sp Spec, ready func() error) (NodeResult, error) {
 	if err != nil {
 		return NodeResult{}, err
 	}
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
 	before := readUsage()
 	start := time.Now()
 	deadline := start.Add(time.Duration(sp.TimeoutS * float64(time.Second)))
@@ -187,6 +194,9 @@ func runPoint(n *lock.Node, sp Spec, ready func() error) (NodeResult, error) {
 	res := tally.result()
 	res.ElapsedS = time.Since(start).Seconds()
 	res.CPUs = (readUsage() - before).Seconds()
+	runtime.ReadMemStats(&ms1)
+	res.Mallocs = ms1.Mallocs - ms0.Mallocs
+	res.GCs = ms1.NumGC - ms0.NumGC
 	res.PeakRSSMB = float64(peakRSS()) / (1 << 20)
 	res.LostHolders = n.Stats().LostHolders
 	return res, nil

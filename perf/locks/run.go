@@ -45,6 +45,8 @@ type Result struct {
 	LostHolders    int64     `json:"lost_holders"`
 	NodeCPUs       []float64 `json:"node_cpu_s"`
 	NodeRSSMB      []float64 `json:"node_peak_rss_mb"`
+	NodeMallocs    []uint64  `json:"node_mallocs"`
+	NodeGCs        []uint32  `json:"node_gcs"`
 	LoadAvg        string    `json:"loadavg_at_start"`
 	Cores          int       `json:"cores"`
 }
@@ -195,6 +197,8 @@ func runOne(ctx context.Context, cfg Config, p point, run int, etcd *etcdtest.Et
 		res.ElapsedS = max(res.ElapsedS, nr.ElapsedS)
 		res.NodeCPUs = append(res.NodeCPUs, nr.CPUs)
 		res.NodeRSSMB = append(res.NodeRSSMB, nr.PeakRSSMB)
+		res.NodeMallocs = append(res.NodeMallocs, nr.Mallocs)
+		res.NodeGCs = append(res.NodeGCs, nr.GCs)
 	}
 	if res.ElapsedS > 0 {
 		res.LocksPerS = float64(res.Locks) / res.ElapsedS
