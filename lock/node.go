@@ -39,6 +39,7 @@ type Node struct {
 	tombs     map[OwnerID]tomb
 	nextSweep time.Time
 	proxies   map[OwnerID]*owner // other nodes' holders' proxies on this node
+	byOrigin  originIndex        // the same by node and incarnation (origins.go)
 	peers     map[string]*peer   // other nodes this node has talked to
 
 	memo walkMemo
@@ -138,6 +139,7 @@ func (n *Node) Close() error {
 	n.stopped = true
 	proxies := n.proxies
 	n.proxies = map[OwnerID]*owner{}
+	n.byOrigin = originIndex{}
 	n.mu.Unlock()
 	n.cancel()
 	for _, o := range proxies {
