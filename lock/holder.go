@@ -28,7 +28,7 @@ type Holder struct {
 	mu  sync.Mutex // one request at a time; guards what follows
 	seq uint64     // the last request's number
 	// remote holds, per other node, the keys this holder holds there.
-	remote map[string]*remoteHolds
+	remote []*remoteHolds
 	// ans receives the Answer of a request that waits on another node,
 	// when the holder asks one node at a time (answer.go).
 	ans chan int

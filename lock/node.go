@@ -44,6 +44,9 @@ type Node struct {
 
 	memo walkMemo
 
+	// closedFlag is closed, readable without mu (set under it).
+	closedFlag atomic.Bool
+
 	lostHolders atomic.Int64 // proxies dropped because their node was lost
 	// sending counts the one-way messages (Release, Abort, Drop) still
 	// being delivered (outbox.go); Close waits for them.
@@ -121,6 +124,7 @@ func (n *Node) Close() error {
 		return nil
 	}
 	n.closed = true
+	n.closedFlag.Store(true)
 	holders := make([]*Holder, 0, len(n.holders))
 	for _, h := range n.holders {
 		holders = append(holders, h)
@@ -153,9 +157,8 @@ func (n *Node) sendsInFlight() int64 {
 	return n.sending.Load()
 }
 
-// isClosed reports whether Close began.
+// isClosed reports whether Close began. Every request asks: an atomic,
+// not a read lock of n.mu that every core would write to.
 func (n *Node) isClosed() bool {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	return n.closed
+	return n.closedFlag.Load()
 }

@@ -10,6 +10,7 @@ import (
 
 // remoteHolds is what a holder holds on one other node.
 type remoteHolds struct {
+	node string // the node's address
 	keys map[string]struct{}
 	sent uint64 // the last request sent there
 	// ok is the last request there that succeeded: every request sent
@@ -20,6 +21,18 @@ type remoteHolds struct {
 	// box holds the releases not sent yet (nil: none made so far): the
 	// next request there carries released and empties it.
 	box *relBox
+}
+
+// remoteOf returns what h holds on node nd (nil: it never asked nd). A
+// holder asks a few nodes: a list, searched, costs less than a map. h.mu
+// is held.
+func (h *Holder) remoteOf(nd string) *remoteHolds {
+	for _, rh := range h.remote {
+		if rh.node == nd {
+			return rh
+		}
+	}
+	return nil
 }
 
 // carried empties the box: a request carrying released is about to go.
@@ -108,9 +121,6 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 		// ended as it was made, and the other node would grant it.
 		return fmt.Errorf("lock %d keys %s on %d nodes: %w", len(keys), mode, len(nodes), err)
 	}
-	if h.remote == nil {
-		h.remote = make(map[string]*remoteHolds)
-	}
 	// The holder's own buffer: one request at a time.
 	r := request{h: h, seq: seq, mode: mode, holds: h.holdsAnywhere(), asked: h.askedBuf[:0]}
 	rctx, ok := h.requestCtx(ctx)
@@ -130,7 +140,7 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 		for _, nd := range r.asked {
 			// A call that failed may still be encoded by the transport:
 			// its list of releases is its own from here.
-			rh := h.remote[nd]
+			rh := h.remoteOf(nd)
 			rh.released = slices.Clone(rh.released)
 		}
 		if r.local {
@@ -143,7 +153,7 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 		return fmt.Errorf("lock %d keys %s on %d nodes: %w", len(keys), mode, len(nodes), err)
 	}
 	for _, nd := range r.asked {
-		rh := h.remote[nd]
+		rh := h.remoteOf(nd)
 		for _, k := range keys {
 			rh.keys[k] = struct{}{}
 		}
@@ -262,10 +272,10 @@ func (r *request) prepare(nd string, keys []string) target {
 		r.local = true
 		return t
 	}
-	rh := h.remote[nd]
+	rh := h.remoteOf(nd)
 	if rh == nil {
-		rh = &remoteHolds{keys: make(map[string]struct{})}
-		h.remote[nd] = rh
+		rh = &remoteHolds{node: nd, keys: make(map[string]struct{})}
+		h.remote = append(h.remote, rh)
 	}
 	rh.sent = r.seq
 	rh.carried()

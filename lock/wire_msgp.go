@@ -142,7 +142,10 @@ func (a *AcquireArgs) UnmarshalMsg(b []byte) ([]byte, error) {
 		case "Age":
 			a.Age, b, err = msgp.ReadInt64Bytes(b)
 		case "Origin":
-			a.Origin, b, err = msgp.ReadStringBytes(b)
+			var o []byte
+			if o, b, err = msgp.ReadStringZC(b); err == nil {
+				a.Origin = internBytes(o)
+			}
 		case "OriginInc":
 			a.OriginInc, b, err = msgp.ReadUint64Bytes(b)
 		case "Seq":

@@ -47,8 +47,10 @@ type Result struct {
 	NodeRSSMB      []float64 `json:"node_peak_rss_mb"`
 	NodeMallocs    []uint64  `json:"node_mallocs"`
 	NodeGCs        []uint32  `json:"node_gcs"`
-	LoadAvg        string    `json:"loadavg_at_start"`
-	Cores          int       `json:"cores"`
+	// Messages sums the nodes' calls to each other by method.
+	Messages map[string]int64 `json:"messages,omitempty"`
+	LoadAvg  string           `json:"loadavg_at_start"`
+	Cores    int              `json:"cores"`
 }
 
 func (c Config) points() []point {
@@ -199,6 +201,15 @@ func runOne(ctx context.Context, cfg Config, p point, run int, etcd *etcdtest.Et
 		res.NodeRSSMB = append(res.NodeRSSMB, nr.PeakRSSMB)
 		res.NodeMallocs = append(res.NodeMallocs, nr.Mallocs)
 		res.NodeGCs = append(res.NodeGCs, nr.GCs)
+		for m, c := range nr.Messages {
+			if c == 0 {
+				continue
+			}
+			if res.Messages == nil {
+				res.Messages = make(map[string]int64)
+			}
+			res.Messages[m] += c
+		}
 	}
 	if res.ElapsedS > 0 {
 		res.LocksPerS = float64(res.Locks) / res.ElapsedS
