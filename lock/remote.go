@@ -111,7 +111,7 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 	if h.n.cfg.Transport == nil || h.n.cfg.Server == nil {
 		// The other nodes answer a waiting request, and watch this node's
 		// holders, through this node's lock service.
-		return fmt.Errorf("%w: locks on other nodes (%v) need this node's Server, Addr and Transport", ErrConfig, strings.Join(order, ", "))
+		return configErr(order)
 	}
 	if h.o.closed.Load() || h.n.isClosed() {
 		return ErrClosed
@@ -119,7 +119,7 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 	if err := ctx.Err(); err != nil {
 		// Not sent: a transport may still deliver a call whose context
 		// ended as it was made, and the other node would grant it.
-		return fmt.Errorf("lock %d keys %s on %d nodes: %w", len(keys), mode, len(nodes), err)
+		return lockOnErr(len(keys), mode, len(nodes), err)
 	}
 	// The holder's own buffer: one request at a time.
 	r := request{h: h, seq: seq, mode: mode, holds: h.holdsAnywhere(), asked: h.askedBuf[:0]}
@@ -135,22 +135,8 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 		err = r.ask(ctx, rctx, order[1:], keys)
 	}
 	if err != nil {
-		// The calls still in flight are withdrawn.
-		h.endRequestCtx()
-		for _, nd := range r.asked {
-			// A call that failed may still be encoded by the transport:
-			// its list of releases is its own from here.
-			rh := h.remoteOf(nd)
-			rh.released = slices.Clone(rh.released)
-		}
-		if r.local {
-			h.o.releaseGrant(h.n.table, seq)
-		}
-		for _, nd := range r.asked {
-			h.abortRemote(nd, seq)
-			h.resend(nd, seq)
-		}
-		return fmt.Errorf("lock %d keys %s on %d nodes: %w", len(keys), mode, len(nodes), err)
+		r.failed()
+		return lockOnErr(len(keys), mode, len(nodes), err)
 	}
 	for _, nd := range r.asked {
 		rh := h.remoteOf(nd)
@@ -165,6 +151,41 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 	}
 	clear(r.asked)
 	return nil
+}
+
+// failed withdraws request r everywhere it was asked. h.mu is held.
+func (r *request) failed() {
+	h := r.h
+	// The calls still in flight are withdrawn.
+	h.endRequestCtx()
+	for _, nd := range r.asked {
+		// A call that failed may still be encoded by the transport: its
+		// list of releases is its own from here.
+		rh := h.remoteOf(nd)
+		rh.released = slices.Clone(rh.released)
+	}
+	if r.local {
+		h.o.releaseGrant(h.n.table, r.seq)
+	}
+	for _, nd := range r.asked {
+		h.abortRemote(nd, r.seq)
+		h.resend(nd, r.seq)
+	}
+}
+
+// lockOnErr and configErr make LockOn's errors. Apart, and not inlined:
+// their formatting would add to the frame of every LockOn, whose
+// goroutine's stack then grows (and, after a collection shrank it, grows
+// again) on the way into the transport.
+//
+//go:noinline
+func lockOnErr(keys int, mode Mode, nodes int, err error) error {
+	return fmt.Errorf("lock %d keys %s on %d nodes: %w", keys, mode, nodes, err)
+}
+
+//go:noinline
+func configErr(order []string) error {
+	return fmt.Errorf("%w: locks on other nodes (%s) need this node's Server, Addr and Transport", ErrConfig, strings.Join(order, ", "))
 }
 
 // nodeOrder returns nodes without duplicates, "" read as self, in the
@@ -243,6 +264,11 @@ func (r *request) ask(ctx, rctx context.Context, nodes, keys []string) error {
 		}
 		return r.verdict(ctx, err)
 	}
+	return r.askMany(ctx, rctx, nodes, keys)
+}
+
+// askMany is ask for several nodes at once: a goroutine each.
+func (r *request) askMany(ctx, rctx context.Context, nodes, keys []string) error {
 	results := make(chan error, len(nodes))
 	h := r.h
 	// The goroutines' own copy: the caller's keys stay on its side.
@@ -319,26 +345,46 @@ func (h *Holder) askNode(rctx context.Context, t target, keys []string, ch chan 
 	err := h.n.cfg.Transport.Call(rctx, nd, ServicePath, "Acquire", &t.call.args, rep)
 	t.call.replied = err == nil
 	if err == nil && rep.Code == codeQueued {
-		// An Answer that overtook the reply waits in the early table.
-		k := answerKey{h.o.id, t.seq, nd}
-		ch, code, ok := h.n.expectAnswer(k, ch)
-		if ok {
-			rep.Code = code
-		} else {
-			*rep, err = h.n.awaitAnswer(rctx, h.o.id, t.seq, nd, ch)
-			h.n.forgetAnswer(k)
-			if err != nil && rctx.Err() == nil {
-				return err
-			}
+		if err = h.awaitQueued(rctx, t, ch); err != nil {
+			return err
 		}
 	}
 	if err == nil {
+		if rep.Code == codeOK {
+			return nil
+		}
 		return rep.err(nd)
 	}
 	if rctx.Err() == nil {
-		return fmt.Errorf("%w: %s: %w", ErrNodeLost, nd, err)
+		return nodeLostErr(nd, err)
 	}
 	return err
+}
+
+// awaitQueued waits for the verdict of t's request, queued on its node,
+// into t.call.rep; an error is the wait's own (the request's context
+// ended, or the node was lost). Apart from askNode, whose frame stays
+// small for the usual call answered at once (see lockOnErr).
+//
+//go:noinline
+func (h *Holder) awaitQueued(rctx context.Context, t target, ch chan int) error {
+	rep := &t.call.rep
+	// An Answer that overtook the reply waits in the early table.
+	k := answerKey{h.o.id, t.seq, t.nd}
+	ch, code, ok := h.n.expectAnswer(k, ch)
+	if ok {
+		rep.Code = code
+		return nil
+	}
+	var err error
+	*rep, err = h.n.awaitAnswer(rctx, h.o.id, t.seq, t.nd, ch)
+	h.n.forgetAnswer(k)
+	return err
+}
+
+//go:noinline
+func nodeLostErr(nd string, err error) error {
+	return fmt.Errorf("%w: %s: %w", ErrNodeLost, nd, err)
 }
 
 // verdict is the error a request ends with: ErrClosed when its holder was

@@ -9,6 +9,10 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/lock"
 )
 
+// countEnv, when set, makes every node count the calls it makes to the
+// other node, by method (NodeResult.Messages): the messages a lock costs.
+const countEnv = "RPCXBATCH_LOCKS_COUNT"
+
 // countingTransport counts the calls a lock node makes to the other node,
 // by method: the messages a lock costs. It passes everything on,
 // asynchronous calls (Go) included, so the node sends its one-way
