@@ -227,6 +227,27 @@ func (o *owner) releaseLocked(t *table, key string, seq uint64) {
 	t.release(o, key)
 }
 
+// releaseAllLocked gives back every key o holds that no request after
+// seq asked for again (AcquireArgs.ReleasedAll). o.mu is held.
+func (o *owner) releaseAllLocked(t *table, seq uint64) {
+	for k, hk := range o.held {
+		if hk.last <= seq {
+			delete(o.held, k)
+			t.release(o, k)
+		}
+	}
+}
+
+// releaseCarried applies the releases request a carries (o.mu held).
+func (o *owner) releaseCarried(t *table, a *AcquireArgs) {
+	if a.ReleasedAll {
+		o.releaseAllLocked(t, a.Seq-1)
+	}
+	for _, k := range a.Released {
+		o.releaseLocked(t, k, a.Seq-1)
+	}
+}
+
 // pendingReq is a request of a remote holder in progress on this node.
 type pendingReq struct {
 	cancel context.CancelFunc

@@ -317,6 +317,10 @@ func (r *request) prepare(nd string, keys []string) target {
 	// single key) then stays on its stack.
 	c.keys = append(c.keys[:0], keys...)
 	c.args = AcquireArgs{Owner: h.o.id, Age: h.o.age, Origin: h.n.cfg.Addr, OriginInc: h.n.inc, Seq: r.seq, LastOK: rh.ok, Mode: r.mode, Keys: c.keys, Holds: r.holds, Released: rh.released}
+	if len(rh.released) > 0 && len(rh.keys) == 0 {
+		// It holds nothing there any more: "all", not the list.
+		c.args.Released, c.args.ReleasedAll = nil, true
+	}
 	c.rep, c.replied = AcquireReply{}, false
 	t.call = c
 	return t

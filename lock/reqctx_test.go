@@ -137,8 +137,11 @@ func TestFailedCallArgumentsAreLeftAlone(t *testing.T) {
 	nodes := []string{b.Addr()}
 	h := testHolder(t, a)
 	ctx := context.Background()
-	if err := h.LockOn(ctx, nodes, Exclusive, "k1"); err != nil {
-		t.Fatal(err)
+	// k0 stays held on b: the releases then travel as a list of keys.
+	for _, k := range []string{"k0", "k1"} {
+		if err := h.LockOn(ctx, nodes, Exclusive, k); err != nil {
+			t.Fatal(err)
+		}
 	}
 	h.Release("k1")
 	kt.mu.Lock()
@@ -169,7 +172,7 @@ func TestFailedCallArgumentsAreLeftAlone(t *testing.T) {
 			kept.Seq, kept.Keys, kept.Released, want.Seq, want.Keys, want.Released)
 	}
 	h.ReleaseAll()
-	for _, k := range []string{"k1", "k2", "k3", "k4", "k5"} {
+	for _, k := range []string{"k0", "k1", "k2", "k3", "k4", "k5"} {
 		eventually(t, k+" free on b", func() bool { return freeOn(b, k) })
 	}
 }

@@ -126,9 +126,9 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 	o.mu.Unlock()
 	if len(earlier) == 0 {
 		o.releaseFailed(n.table, a.LastOK, a.Seq)
-		for _, k := range a.Released {
-			o.release(n.table, k, a.Seq-1)
-		}
+		o.mu.Lock()
+		o.releaseCarried(n.table, a)
+		o.mu.Unlock()
 		// Most requests need no wait: taken on this goroutine, at once,
 		// without a context of their own.
 		if o.takeNow(n.table, a.Keys, a.Mode, a.Seq) {
@@ -157,10 +157,8 @@ func (s *Service) acquireNow(o *owner, a *AcquireArgs, r *AcquireReply) bool {
 	if a.Seq-1 > o.aborted {
 		o.aborted = a.Seq - 1
 	}
-	for _, k := range a.Released {
-		o.releaseLocked(t, k, a.Seq-1)
-	}
-	a.Released = nil
+	o.releaseCarried(t, a)
+	a.Released, a.ReleasedAll = nil, false
 	if !o.takeNowLocked(t, a.Keys, a.Mode, a.Seq) {
 		return false
 	}
@@ -223,9 +221,9 @@ func (s *Service) acquireWaiting(ctx context.Context, o *owner, a *AcquireArgs, 
 			}
 		}
 		o.releaseFailed(n.table, a.LastOK, a.Seq)
-		for _, k := range a.Released {
-			o.release(n.table, k, a.Seq-1)
-		}
+		o.mu.Lock()
+		o.releaseCarried(n.table, a)
+		o.mu.Unlock()
 		if o.takeNow(n.table, a.Keys, a.Mode, a.Seq) {
 			finish(nil, false)
 			return
