@@ -248,9 +248,10 @@ type target struct {
 // r.holds is set (ask runs them after the first node granted), so a node
 // that makes the request wait walks for deadlocks at once.
 func (r *request) ask(ctx, rctx context.Context, nodes, keys []string) error {
-	if r.holds {
+	if r.holds && !(len(nodes) == 1 && nodes[0] == r.h.n.cfg.Addr) {
 		// Where a deadlock walk that reaches the holder goes on to. A
-		// holder that holds nothing is on no cycle: no walk reaches it.
+		// holder that holds nothing is on no cycle: no walk reaches it;
+		// and a wait on this node is found in its table, not here.
 		r.h.o.setWaitingOn(nodes)
 		defer r.h.o.setWaitingOn(nil)
 	}
