@@ -94,13 +94,14 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("%w: Transport is required with Server: a node that serves other nodes' holders answers their waiting requests and watches their nodes over it", ErrConfig)
 	}
 	n := &Node{
-		cfg:     cfg,
-		inc:     newIncarnation(),
-		table:   newTable(),
-		proxies: make(map[OwnerID]*owner),
-		peers:   make(map[string]*peer),
-		holders: make(map[OwnerID]*Holder),
-		tombs:   make(map[OwnerID]tomb),
+		cfg:      cfg,
+		inc:      newIncarnation(),
+		table:    newTable(),
+		proxies:  make(map[OwnerID]*owner),
+		byOrigin: originIndex{},
+		peers:    make(map[string]*peer),
+		holders:  make(map[OwnerID]*Holder),
+		tombs:    make(map[OwnerID]tomb),
 	}
 	for i := range n.answers {
 		n.answers[i].m = make(map[answerKey]chan int)

@@ -30,9 +30,9 @@
 // to the other nodes in the background (outbox.go). When nobody waited
 // for the keys here, it lingers for Config.ReleaseLinger first: the
 // holder's next request to that node carries its releases
-// (AcquireArgs.Released) and the message is then not sent, so a holder
-// that locks and releases in a loop costs the other node one message per
-// lock.
+// (AcquireArgs.Released, or just ReleasedAll when it holds nothing there
+// any more) and the message is then not sent, so a holder that locks and
+// releases in a loop costs the other node one message per lock.
 //
 // Nothing is dropped while the other node answers, however fast holders
 // release there: a holder's releases to one node wait merged, one entry

@@ -19,18 +19,27 @@ type Holder struct {
 	// life ends when the holder is closed.
 	life context.Context
 	end  context.CancelFunc
-	// reqMu guards reqCancel, the cancel of the request to other nodes in
-	// progress: Close calls it (it cannot take mu while a request runs).
+	// reqMu guards reqCancel, the cancel of the context of the holder's
+	// requests to other nodes: Close calls it (it cannot take mu while a
+	// request runs).
 	reqMu     sync.Mutex
 	reqCancel context.CancelFunc
 
 	mu  sync.Mutex // one request at a time; guards what follows
 	seq uint64     // the last request's number
 	// remote holds, per other node, the keys this holder holds there.
-	remote map[string]*remoteHolds
+	remote []*remoteHolds
 	// ans receives the Answer of a request that waits on another node,
 	// when the holder asks one node at a time (answer.go).
 	ans chan int
+	// rq is the context of its requests to other nodes (reqctx.go).
+	rq reqCtx
+	// spare is the arguments and reply of its last request to another
+	// node that got its reply: the transport is done with them, and the
+	// next request reuses them (prepare).
+	spare *acquireCall
+	// askedBuf holds the other nodes its request in progress asked.
+	askedBuf [2]string
 }
 
 // ID returns the holder's cluster-wide id.
@@ -112,9 +121,9 @@ func (h *Holder) Close() error {
 	return nil
 }
 
-// withdrawOnClose makes Close call cancel until the request in progress
-// ends (cancel nil); it reports false, having set nothing, when the holder
-// is closed already.
+// withdrawOnClose makes Close call cancel, the cancel of the holder's
+// request context (reqctx.go), until that context ends (cancel nil); it
+// reports false, having set nothing, when the holder is closed already.
 func (h *Holder) withdrawOnClose(cancel context.CancelFunc) bool {
 	h.reqMu.Lock()
 	defer h.reqMu.Unlock()

@@ -167,3 +167,53 @@ func TestReleaseLingersFromItsOwnTime(t *testing.T) {
 	h.ReleaseAll() // does not linger
 	eventually(t, "k5 free on both nodes", func() bool { return freeOn(a, "k5") && freeOn(b, "k5") })
 }
+
+// TestReleasedAllGivesBackTheOldHoldsOnly: a request to a node where the
+// holder holds nothing any more says so (AcquireArgs.ReleasedAll) instead
+// of listing its releases: the node gives back what the holder held there
+// before, at once, and keeps what the request itself takes; a key still
+// held there keeps the list.
+func TestReleasedAllGivesBackTheOldHoldsOnly(t *testing.T) {
+	var ct *countTransport
+	a, _, _ := nodeWith(t, false, func(c *Config) {
+		c.ReleaseLinger = time.Hour
+		ct = &countTransport{Transport: c.Transport}
+		c.Transport = ct
+	})
+	b, _, _ := nodeWith(t, false, nil)
+	nodes := []string{a.Addr(), b.Addr()}
+	h := testHolder(t, a)
+	ctx := context.Background()
+	for _, k := range []string{"k1", "k2"} {
+		if err := h.LockOn(ctx, nodes, Exclusive, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.Release("k1")
+	h.Release("k2")
+	if err := h.LockOn(ctx, nodes, Shared, "k3"); err != nil {
+		t.Fatal(err)
+	}
+	if !freeOn(b, "k1") || !freeOn(b, "k2") || freeOn(b, "k3") {
+		t.Fatalf("after the request that carried the releases: k1 %s, k2 %s, k3 %s on b; want k1 and k2 free, k3 held",
+			dump(b, "k1"), dump(b, "k2"), dump(b, "k3"))
+	}
+	// k3 stays held: the next release goes as a list.
+	if err := h.LockOn(ctx, nodes, Exclusive, "k4"); err != nil {
+		t.Fatal(err)
+	}
+	h.Release("k4")
+	if err := h.LockOn(ctx, nodes, Exclusive, "k5"); err != nil {
+		t.Fatal(err)
+	}
+	if !freeOn(b, "k4") || freeOn(b, "k3") || freeOn(b, "k5") {
+		t.Fatalf("k3 still held: k3 %s, k4 %s, k5 %s on b; want k3 and k5 held, k4 free", dump(b, "k3"), dump(b, "k4"), dump(b, "k5"))
+	}
+	if n := ct.releases.Load(); n != 0 {
+		t.Fatalf("%d Release messages; want every release carried by the next request", n)
+	}
+	h.ReleaseAll()
+	for _, k := range []string{"k3", "k5"} {
+		eventually(t, k+" free on b", func() bool { return freeOn(b, k) })
+	}
+}

@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -55,13 +56,13 @@ func (n *Node) watchPeers() {
 		n.sweepEarlyAnswers(time.Now())
 		origins := n.origins()
 		for a := range watches {
-			if _, ok := origins[a]; !ok {
+			if !slices.Contains(origins, a) {
 				delete(watches, a)
 			}
 		}
 		var wg sync.WaitGroup
 		var mu sync.Mutex
-		for addr := range origins {
+		for _, addr := range origins {
 			w := watches[addr]
 			if w == nil {
 				w = &watch{lastOK: time.Now()}
@@ -90,39 +91,5 @@ func (n *Node) watchPeers() {
 			}(addr, w)
 		}
 		wg.Wait()
-	}
-}
-
-// origins returns the addresses of the nodes with holders here.
-func (n *Node) origins() map[string]struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	out := make(map[string]struct{})
-	for _, o := range n.proxies {
-		if o.origin != "" && !o.closed.Load() {
-			out[o.origin] = struct{}{}
-		}
-	}
-	return out
-}
-
-// dropOrigin drops the proxies of origin's holders: all of them when
-// alive is 0 (the node is lost), else those of other incarnations.
-func (n *Node) dropOrigin(origin string, alive uint64) {
-	var lost []*owner
-	n.mu.Lock()
-	for id, o := range n.proxies {
-		if o.origin == origin && (alive == 0 || o.originInc != alive) {
-			lost = append(lost, o)
-			delete(n.proxies, id)
-			n.buryLocked(id, 0, true)
-		}
-	}
-	n.mu.Unlock()
-	for _, o := range lost {
-		o.drop(n.table)
-	}
-	if len(lost) > 0 {
-		n.lostHolders.Add(int64(len(lost)))
 	}
 }

@@ -39,9 +39,13 @@ type Node struct {
 	tombs     map[OwnerID]tomb
 	nextSweep time.Time
 	proxies   map[OwnerID]*owner // other nodes' holders' proxies on this node
+	byOrigin  originIndex        // the same by node and incarnation (origins.go)
 	peers     map[string]*peer   // other nodes this node has talked to
 
 	memo walkMemo
+
+	// closedFlag is closed, readable without mu (set under it).
+	closedFlag atomic.Bool
 
 	lostHolders atomic.Int64 // proxies dropped because their node was lost
 	// sending counts the one-way messages (Release, Abort, Drop) still
@@ -120,6 +124,7 @@ func (n *Node) Close() error {
 		return nil
 	}
 	n.closed = true
+	n.closedFlag.Store(true)
 	holders := make([]*Holder, 0, len(n.holders))
 	for _, h := range n.holders {
 		holders = append(holders, h)
@@ -138,6 +143,7 @@ func (n *Node) Close() error {
 	n.stopped = true
 	proxies := n.proxies
 	n.proxies = map[OwnerID]*owner{}
+	n.byOrigin = originIndex{}
 	n.mu.Unlock()
 	n.cancel()
 	for _, o := range proxies {
@@ -151,9 +157,8 @@ func (n *Node) sendsInFlight() int64 {
 	return n.sending.Load()
 }
 
-// isClosed reports whether Close began.
+// isClosed reports whether Close began. Every request asks: an atomic,
+// not a read lock of n.mu that every core would write to.
 func (n *Node) isClosed() bool {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	return n.closed
+	return n.closedFlag.Load()
 }

@@ -32,6 +32,7 @@ type owner struct {
 	// waitingOn lists the other nodes a local holder's request in
 	// progress was sent to: where a deadlock walk finds it waiting.
 	waitingOn []string
+	waitBuf   [2]string
 
 	// Remote proxies only: withdrawn requests and tombstones (see remote.go).
 	aborted uint64                // requests with seq <= aborted are refused
@@ -171,6 +172,11 @@ func (o *owner) takeLocal(ctx context.Context, n *Node, keys []string, mode Mode
 func (o *owner) takeNow(t *table, keys []string, mode Mode, seq uint64) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	return o.takeNowLocked(t, keys, mode, seq)
+}
+
+// takeNowLocked is takeNow with o.mu held.
+func (o *owner) takeNowLocked(t *table, keys []string, mode Mode, seq uint64) bool {
 	if o.closed.Load() {
 		return false
 	}
@@ -208,6 +214,38 @@ func (o *owner) release(t *table, key string, seq uint64) (quiet bool) {
 	delete(o.held, key)
 	o.mu.Unlock()
 	return !t.release(o, key)
+}
+
+// releaseLocked is release with o.mu held (owner before shard is the
+// lock order).
+func (o *owner) releaseLocked(t *table, key string, seq uint64) {
+	hk, ok := o.held[key]
+	if !ok || (seq != 0 && hk.last > seq) {
+		return
+	}
+	delete(o.held, key)
+	t.release(o, key)
+}
+
+// releaseAllLocked gives back every key o holds that no request after
+// seq asked for again (AcquireArgs.ReleasedAll). o.mu is held.
+func (o *owner) releaseAllLocked(t *table, seq uint64) {
+	for k, hk := range o.held {
+		if hk.last <= seq {
+			delete(o.held, k)
+			t.release(o, k)
+		}
+	}
+}
+
+// releaseCarried applies the releases request a carries (o.mu held).
+func (o *owner) releaseCarried(t *table, a *AcquireArgs) {
+	if a.ReleasedAll {
+		o.releaseAllLocked(t, a.Seq-1)
+	}
+	for _, k := range a.Released {
+		o.releaseLocked(t, k, a.Seq-1)
+	}
 }
 
 // pendingReq is a request of a remote holder in progress on this node.

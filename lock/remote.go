@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // remoteHolds is what a holder holds on one other node.
 type remoteHolds struct {
+	node string // the node's address
 	keys map[string]struct{}
 	sent uint64 // the last request sent there
 	// ok is the last request there that succeeded: every request sent
@@ -21,6 +23,18 @@ type remoteHolds struct {
 	box *relBox
 }
 
+// remoteOf returns what h holds on node nd (nil: it never asked nd). A
+// holder asks a few nodes: a list, searched, costs less than a map. h.mu
+// is held.
+func (h *Holder) remoteOf(nd string) *remoteHolds {
+	for _, rh := range h.remote {
+		if rh.node == nd {
+			return rh
+		}
+	}
+	return nil
+}
+
 // carried empties the box: a request carrying released is about to go.
 // If it fails before it applied them, LockOn puts them back (resend).
 func (rh *remoteHolds) carried() {
@@ -30,9 +44,16 @@ func (rh *remoteHolds) carried() {
 }
 
 // setWaitingOn records the other nodes o's request in progress waits on.
+// They are copied (into a buffer of o's own for up to two), so that the
+// caller's list does not escape.
 func (o *owner) setWaitingOn(nodes []string) {
 	o.mu.Lock()
-	o.waitingOn = nodes
+	clear(o.waitingOn)
+	if len(nodes) <= len(o.waitBuf) {
+		o.waitingOn = append(o.waitBuf[:0], nodes...)
+	} else {
+		o.waitingOn = slices.Clone(nodes)
+	}
 	o.mu.Unlock()
 }
 
@@ -82,71 +103,97 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 	defer h.mu.Unlock()
 	h.seq++
 	seq := h.seq
-	order := nodeOrder(nodes, h.n.cfg.Addr)
+	var orderBuf [2]string
+	order := nodeOrder(nodes, h.n.cfg.Addr, orderBuf[:0])
 	if len(order) == 1 && order[0] == h.n.cfg.Addr {
 		return h.lockLocal(ctx, mode, keys, seq)
 	}
 	if h.n.cfg.Transport == nil || h.n.cfg.Server == nil {
 		// The other nodes answer a waiting request, and watch this node's
 		// holders, through this node's lock service.
-		return fmt.Errorf("%w: locks on other nodes (%v) need this node's Server, Addr and Transport", ErrConfig, order)
+		return configErr(order)
 	}
-	h.o.mu.Lock()
-	closed := h.o.closed.Load()
-	h.o.mu.Unlock()
-	if closed || h.n.isClosed() {
+	if h.o.closed.Load() || h.n.isClosed() {
 		return ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
 		// Not sent: a transport may still deliver a call whose context
 		// ended as it was made, and the other node would grant it.
-		return fmt.Errorf("lock %d keys %s on %d nodes: %w", len(keys), mode, len(nodes), err)
+		return lockOnErr(len(keys), mode, len(nodes), err)
 	}
-	if h.remote == nil {
-		h.remote = make(map[string]*remoteHolds)
-	}
-	r := request{h: h, seq: seq, mode: mode, keys: keys, holds: h.holdsAnywhere()}
-	r.asked = r.askedBuf[:0]
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	// Close ends the request wherever it waits.
-	if !h.withdrawOnClose(cancel) {
+	// The holder's own buffer: one request at a time.
+	r := request{h: h, seq: seq, mode: mode, holds: h.holdsAnywhere(), asked: h.askedBuf[:0]}
+	rctx, ok := h.requestCtx(ctx)
+	if !ok {
 		return ErrClosed
 	}
-	defer h.withdrawOnClose(nil)
-	err := r.ask(ctx, rctx, cancel, order[:1])
+	err := r.ask(ctx, rctx, order[:1], keys)
 	if err == nil && len(order) > 1 {
 		// Granted on the first node: from here the holder holds something,
 		// so the rest walk for deadlocks as soon as they must wait.
 		r.holds = true
-		err = r.ask(ctx, rctx, cancel, order[1:])
+		err = r.ask(ctx, rctx, order[1:], keys)
 	}
 	if err != nil {
-		if r.local {
-			h.o.releaseGrant(h.n.table, seq)
-		}
-		for _, nd := range r.asked {
-			h.abortRemote(nd, seq)
-			h.resend(nd, seq)
-		}
-		return fmt.Errorf("lock %d keys %s on %d nodes: %w", len(keys), mode, len(nodes), err)
+		r.failed()
+		return lockOnErr(len(keys), mode, len(nodes), err)
 	}
 	for _, nd := range r.asked {
-		rh := h.remote[nd]
+		rh := h.remoteOf(nd)
 		for _, k := range keys {
 			rh.keys[k] = struct{}{}
 		}
-		rh.released = nil
+		// The transport is done with the request that carried them (a
+		// failed one got a copy).
+		clear(rh.released)
+		rh.released = rh.released[:0]
 		rh.ok = seq
 	}
+	clear(r.asked)
 	return nil
+}
+
+// failed withdraws request r everywhere it was asked. h.mu is held.
+func (r *request) failed() {
+	h := r.h
+	// The calls still in flight are withdrawn.
+	h.endRequestCtx()
+	for _, nd := range r.asked {
+		// A call that failed may still be encoded by the transport: its
+		// list of releases is its own from here.
+		rh := h.remoteOf(nd)
+		rh.released = slices.Clone(rh.released)
+	}
+	if r.local {
+		h.o.releaseGrant(h.n.table, r.seq)
+	}
+	for _, nd := range r.asked {
+		h.abortRemote(nd, r.seq)
+		h.resend(nd, r.seq)
+	}
+}
+
+// lockOnErr and configErr make LockOn's errors. Apart, and not inlined:
+// their formatting would add to the frame of every LockOn, whose
+// goroutine's stack then grows (and, after a collection shrank it, grows
+// again) on the way into the transport.
+//
+//go:noinline
+func lockOnErr(keys int, mode Mode, nodes int, err error) error {
+	return fmt.Errorf("lock %d keys %s on %d nodes: %w", keys, mode, nodes, err)
+}
+
+//go:noinline
+func configErr(order []string) error {
+	return fmt.Errorf("%w: locks on other nodes (%s) need this node's Server, Addr and Transport", ErrConfig, strings.Join(order, ", "))
 }
 
 // nodeOrder returns nodes without duplicates, "" read as self, in the
 // order every node asks them in: sorted by address. nodes itself, when it
 // is that already (a caller that names the same nodes each time): the
-// request reads it only while it runs.
-func nodeOrder(nodes []string, self string) []string {
+// request reads it only while it runs. Otherwise the list is appended to
+// buf (the caller's, on its stack for two nodes).
+func nodeOrder(nodes []string, self string, buf []string) []string {
 	ordered := true
 	for i, nd := range nodes {
 		if nd == "" || (i > 0 && nodes[i-1] >= nd) {
@@ -157,7 +204,7 @@ func nodeOrder(nodes []string, self string) []string {
 	if ordered {
 		return nodes
 	}
-	out := make([]string, 0, len(nodes))
+	out := buf[:0]
 	for _, nd := range nodes {
 		if nd == "" {
 			nd = self
@@ -170,48 +217,66 @@ func nodeOrder(nodes []string, self string) []string {
 	return out
 }
 
-// request is one LockOn in progress. Only its own goroutine uses it.
+// request is one LockOn in progress. Only its own goroutine uses it. Its
+// keys are passed beside it: a field would let them escape with h (escape
+// analysis does not tell a struct's fields apart), and the caller's list,
+// often the variadic one of a single key, stays on its stack.
 type request struct {
 	h     *Holder
 	seq   uint64
 	mode  Mode
-	keys  []string
 	holds bool // the holder holds something somewhere: walk at once
 
-	local    bool     // this node was asked
-	asked    []string // the other nodes asked
-	askedBuf [2]string
+	local bool     // this node was asked
+	asked []string // the other nodes asked
 }
 
-// target is one node a request asks: this node (args nil) or another.
+// target is one node a request asks: this node (call nil) or another.
+// The keys go beside it (see request).
 type target struct {
 	nd    string
-	args  *AcquireArgs
-	keys  []string
+	call  *acquireCall
 	mode  Mode
 	seq   uint64
 	holds bool
 }
 
 // ask asks nodes at once and waits for all of their answers; it returns
-// the first failure, after which it has withdrawn the rest (cancel). A
-// node that granted is held while the others answer. ctx is the caller's,
-// rctx the request's own (ended by cancel). With several nodes at once,
+// the first failure, after which it has withdrawn the rest (the request
+// context's cancel). A node that granted is held while the others answer.
+// ctx is the caller's, rctx the request's own. With several nodes at once,
 // r.holds is set (ask runs them after the first node granted), so a node
 // that makes the request wait walks for deadlocks at once.
-func (r *request) ask(ctx, rctx context.Context, cancel context.CancelFunc, nodes []string) error {
-	r.h.o.setWaitingOn(nodes)
-	defer r.h.o.setWaitingOn(nil)
+func (r *request) ask(ctx, rctx context.Context, nodes, keys []string) error {
+	if r.holds && !(len(nodes) == 1 && nodes[0] == r.h.n.cfg.Addr) {
+		// Where a deadlock walk that reaches the holder goes on to. A
+		// holder that holds nothing is on no cycle: no walk reaches it;
+		// and a wait on this node is found in its table, not here.
+		r.h.o.setWaitingOn(nodes)
+		defer r.h.o.setWaitingOn(nil)
+	}
 	if len(nodes) == 1 {
 		// One node (always the first one, and the second of two): no
 		// goroutine, no channel.
-		return r.verdict(ctx, r.h.askNode(rctx, r.prepare(nodes[0]), r.h.ans))
+		t := r.prepare(nodes[0], keys)
+		err := r.h.askNode(rctx, t, keys, r.h.ans)
+		if t.call != nil && t.call.replied {
+			r.h.spare = t.call
+		}
+		return r.verdict(ctx, err)
 	}
+	return r.askMany(ctx, rctx, nodes, keys)
+}
+
+// askMany is ask for several nodes at once: a goroutine each.
+func (r *request) askMany(ctx, rctx context.Context, nodes, keys []string) error {
 	results := make(chan error, len(nodes))
 	h := r.h
+	// The goroutines' own copy: the caller's keys stay on its side.
+	own := slices.Clone(keys)
 	for _, nd := range nodes {
-		t := r.prepare(nd)
-		go func() { results <- h.askNode(rctx, t, nil) }()
+		t := r.prepare(nd, keys)
+		go func() { results <- h.askNode(rctx, t, own, nil) }()
 	}
 	var first error
 	for range nodes {
@@ -219,7 +284,7 @@ func (r *request) ask(ctx, rctx context.Context, cancel context.CancelFunc, node
 		if err != nil && first == nil {
 			first = err
 			// Withdraw the rest at once: the ones still waiting return.
-			cancel()
+			h.rq.cancel()
 		}
 	}
 	return r.verdict(ctx, first)
@@ -227,58 +292,104 @@ func (r *request) ask(ctx, rctx context.Context, cancel context.CancelFunc, node
 
 // prepare notes that node nd is asked and returns what asks it. The ask
 // may run on another goroutine; prepare may not.
-func (r *request) prepare(nd string) target {
+func (r *request) prepare(nd string, keys []string) target {
 	h := r.h
-	t := target{nd: nd, keys: r.keys, mode: r.mode, seq: r.seq, holds: r.holds}
+	t := target{nd: nd, mode: r.mode, seq: r.seq, holds: r.holds}
 	if nd == h.n.cfg.Addr {
 		r.local = true
 		return t
 	}
-	rh := h.remote[nd]
+	rh := h.remoteOf(nd)
 	if rh == nil {
-		rh = &remoteHolds{keys: make(map[string]struct{})}
-		h.remote[nd] = rh
+		rh = &remoteHolds{node: nd, keys: make(map[string]struct{})}
+		h.remote = append(h.remote, rh)
 	}
 	rh.sent = r.seq
 	rh.carried()
 	r.asked = append(r.asked, nd)
+	c := h.spare
+	h.spare = nil
+	if c == nil {
+		c = new(acquireCall)
+	}
 	// released is repeated until a request there succeeds: a failed one
 	// may have been refused before it applied it.
-	t.args = &AcquireArgs{Owner: h.o.id, Age: h.o.age, Origin: h.n.cfg.Addr, OriginInc: h.n.inc, Seq: r.seq, LastOK: rh.ok, Mode: r.mode, Keys: r.keys, Holds: r.holds, Released: rh.released}
+	// The keys are copied: the caller's list (often the variadic one of a
+	// single key) then stays on its stack.
+	c.keys = append(c.keys[:0], keys...)
+	c.args = AcquireArgs{Owner: h.o.id, Age: h.o.age, Origin: h.n.cfg.Addr, OriginInc: h.n.inc, Seq: r.seq, LastOK: rh.ok, Mode: r.mode, Keys: c.keys, Holds: r.holds, Released: rh.released}
+	if len(rh.released) > 0 && len(rh.keys) == 0 {
+		// It holds nothing there any more: "all", not the list.
+		c.args.Released, c.args.ReleasedAll = nil, true
+	}
+	c.rep, c.replied = AcquireReply{}, false
+	t.call = c
 	return t
+}
+
+// acquireCall is the arguments and reply of one Acquire call. Once the
+// call got its reply the transport is done with both, and the holder's
+// next request reuses them; a call that failed may still be read or
+// written by the transport, and is left to the garbage collector.
+type acquireCall struct {
+	args    AcquireArgs
+	rep     AcquireReply
+	replied bool
+	keys    []string // args.Keys, kept for the next request
 }
 
 // askNode asks t's node and waits for its answer. ch receives the
 // Answer of a request that waits there: the holder's own channel when
 // it asks one node at a time, nil for one of its own.
-func (h *Holder) askNode(rctx context.Context, t target, ch chan int) error {
-	if t.args == nil {
-		return h.o.takeLocal(rctx, h.n, t.keys, t.mode, t.seq, t.holds)
+func (h *Holder) askNode(rctx context.Context, t target, keys []string, ch chan int) error {
+	if t.call == nil {
+		return h.o.takeLocal(rctx, h.n, keys, t.mode, t.seq, t.holds)
 	}
 	nd := t.nd
-	var rep AcquireReply
-	err := h.n.cfg.Transport.Call(rctx, nd, ServicePath, "Acquire", t.args, &rep)
+	rep := &t.call.rep
+	err := h.n.cfg.Transport.Call(rctx, nd, ServicePath, "Acquire", &t.call.args, rep)
+	t.call.replied = err == nil
 	if err == nil && rep.Code == codeQueued {
-		// An Answer that overtook the reply waits in the early table.
-		k := answerKey{h.o.id, t.seq, nd}
-		ch, code, ok := h.n.expectAnswer(k, ch)
-		if ok {
-			rep.Code = code
-		} else {
-			rep, err = h.n.awaitAnswer(rctx, h.o.id, t.seq, nd, ch)
-			h.n.forgetAnswer(k)
-			if err != nil && rctx.Err() == nil {
-				return err
-			}
+		if err = h.awaitQueued(rctx, t, ch); err != nil {
+			return err
 		}
 	}
 	if err == nil {
+		if rep.Code == codeOK {
+			return nil
+		}
 		return rep.err(nd)
 	}
 	if rctx.Err() == nil {
-		return fmt.Errorf("%w: %s: %w", ErrNodeLost, nd, err)
+		return nodeLostErr(nd, err)
 	}
 	return err
+}
+
+// awaitQueued waits for the verdict of t's request, queued on its node,
+// into t.call.rep; an error is the wait's own (the request's context
+// ended, or the node was lost). Apart from askNode, whose frame stays
+// small for the usual call answered at once (see lockOnErr).
+//
+//go:noinline
+func (h *Holder) awaitQueued(rctx context.Context, t target, ch chan int) error {
+	rep := &t.call.rep
+	// An Answer that overtook the reply waits in the early table.
+	k := answerKey{h.o.id, t.seq, t.nd}
+	ch, code, ok := h.n.expectAnswer(k, ch)
+	if ok {
+		rep.Code = code
+		return nil
+	}
+	var err error
+	*rep, err = h.n.awaitAnswer(rctx, h.o.id, t.seq, t.nd, ch)
+	h.n.forgetAnswer(k)
+	return err
+}
+
+//go:noinline
+func nodeLostErr(nd string, err error) error {
+	return fmt.Errorf("%w: %s: %w", ErrNodeLost, nd, err)
 }
 
 // verdict is the error a request ends with: ErrClosed when its holder was

@@ -11,7 +11,8 @@ import (
 // releaseRemote gives back keys (all when keys is nil) on the other nodes,
 // after the node's ReleaseLinger when linger is set. h.mu is held.
 func (h *Holder) releaseRemote(keys []string, linger bool) {
-	for nd, rh := range h.remote {
+	for _, rh := range h.remote {
+		nd := rh.node
 		if keys == nil {
 			if len(rh.keys) == 0 {
 				continue
@@ -63,7 +64,7 @@ func (h *Holder) sendRelease(nd string, rh *remoteHolds, keys []string, all bool
 // carried: it failed, and may have been refused before it applied them.
 // h.mu is held.
 func (h *Holder) resend(nd string, seq uint64) {
-	rh := h.remote[nd]
+	rh := h.remoteOf(nd)
 	if rh == nil || len(rh.released) == 0 {
 		return
 	}
@@ -76,7 +77,7 @@ func (h *Holder) resend(nd string, seq uint64) {
 // box for nd: one Abort there for the requests that failed since the last
 // one that succeeded. h.mu is held.
 func (h *Holder) abortRemote(nd string, seq uint64) {
-	rh := h.remote[nd]
+	rh := h.remoteOf(nd)
 	if rh.box == nil {
 		rh.box = newRelBox(h.o.id)
 	}
@@ -95,7 +96,8 @@ func (h *Holder) abortRemote(nd string, seq uint64) {
 // dropRemote ends the holder on every other node it ever asked. h.mu is
 // held.
 func (h *Holder) dropRemote() {
-	for nd, rh := range h.remote {
+	for _, rh := range h.remote {
+		nd := rh.node
 		// The Drop releases everything there and withdraws every
 		// request.
 		if rh.box != nil {

@@ -38,7 +38,7 @@ func (n *Node) proxyFor(id OwnerID, age int64, origin string, inc uint64, seq ui
 		o.originInc = inc
 		o.aborted = aborted
 		o.pending = make(map[uint64]pendingReq)
-		n.proxies[id] = o
+		n.addProxyLocked(o)
 	}
 	return o, nil
 }
@@ -50,9 +50,7 @@ func (n *Node) forget(o *owner) {
 	seq := max(o.aborted, o.maxSeq)
 	o.mu.Unlock()
 	n.mu.Lock()
-	if n.proxies[o.id] == o {
-		delete(n.proxies, o.id)
-	}
+	n.removeProxyLocked(o)
 	n.buryLocked(o.id, seq, true)
 	n.mu.Unlock()
 }
@@ -90,6 +88,15 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 		r.set(err)
 		return nil
 	}
+	if len(o.pending) == 0 && a.LastOK+1 >= a.Seq {
+		// The usual request: none of the holder's earlier ones is still
+		// here or failed. Its releases and its take are done under o.mu
+		// in one go, so no Abort, Status or later request can come in
+		// between, and it needs no entry in pending.
+		if s.acquireNow(o, a, r) {
+			return nil
+		}
+	}
 	// A holder makes one request at a time: the earlier ones are over for
 	// it, so any still here are withdrawn, and what failed ones took is
 	// given back, before this one starts.
@@ -119,9 +126,9 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 	o.mu.Unlock()
 	if len(earlier) == 0 {
 		o.releaseFailed(n.table, a.LastOK, a.Seq)
-		for _, k := range a.Released {
-			o.release(n.table, k, a.Seq-1)
-		}
+		o.mu.Lock()
+		o.releaseCarried(n.table, a)
+		o.mu.Unlock()
 		// Most requests need no wait: taken on this goroutine, at once,
 		// without a context of their own.
 		if o.takeNow(n.table, a.Keys, a.Mode, a.Seq) {
@@ -133,6 +140,31 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 	}
 	s.acquireWaiting(ctx, o, a, r, earlier)
 	return nil
+}
+
+// acquireNow applies a's releases and takes its keys if they are free,
+// o.mu held, and then answers r and unlocks o.mu. It reports false when a
+// key is not free: the releases are applied, o.mu is still held, and the
+// request goes the long way (pending is empty, so it waits for nothing
+// but its keys).
+func (s *Service) acquireNow(o *owner, a *AcquireArgs, r *AcquireReply) bool {
+	t := s.n.table
+	for seq := range o.answers {
+		if seq < a.Seq {
+			delete(o.answers, seq)
+		}
+	}
+	if a.Seq-1 > o.aborted {
+		o.aborted = a.Seq - 1
+	}
+	o.releaseCarried(t, a)
+	a.Released, a.ReleasedAll = nil, false
+	if !o.takeNowLocked(t, a.Keys, a.Mode, a.Seq) {
+		return false
+	}
+	o.mu.Unlock()
+	r.set(nil)
+	return true
 }
 
 // noCancel is the cancel of a request that has no context of its own.
@@ -189,9 +221,9 @@ func (s *Service) acquireWaiting(ctx context.Context, o *owner, a *AcquireArgs, 
 			}
 		}
 		o.releaseFailed(n.table, a.LastOK, a.Seq)
-		for _, k := range a.Released {
-			o.release(n.table, k, a.Seq-1)
-		}
+		o.mu.Lock()
+		o.releaseCarried(n.table, a)
+		o.mu.Unlock()
 		if o.takeNow(n.table, a.Keys, a.Mode, a.Seq) {
 			finish(nil, false)
 			return

@@ -25,6 +25,12 @@ type AcquireArgs struct {
 	// this request see a stale hold.
 	Released []string
 	Holds    bool // the holder holds something somewhere: walk for deadlocks at once
+	// ReleasedAll says that the holder holds nothing on this node any
+	// more: everything it holds here, that no request after Seq-1 asked
+	// for again, is given back first (as a Release with All at Seq-1
+	// would), and Released is left empty. A holder that locks and
+	// releases one key at a time sends no key list for its releases.
+	ReleasedAll bool
 }
 
 // AcquireReply is a node's verdict on an AcquireArgs.

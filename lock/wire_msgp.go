@@ -102,7 +102,12 @@ func readStrings(b []byte) ([]string, []byte, error) {
 
 // MarshalMsg appends a's msgpack encoding to b.
 func (a *AcquireArgs) MarshalMsg(b []byte) ([]byte, error) {
-	b = msgp.AppendMapHeader(b, 10)
+	fields := uint32(10)
+	if a.ReleasedAll {
+		// Written only when set: the reader's zero value is false.
+		fields++
+	}
+	b = msgp.AppendMapHeader(b, fields)
 	b = msgp.AppendString(b, "Owner")
 	b = appendOwner(b, a.Owner)
 	b = msgp.AppendString(b, "Age")
@@ -122,7 +127,12 @@ func (a *AcquireArgs) MarshalMsg(b []byte) ([]byte, error) {
 	b = msgp.AppendString(b, "Released")
 	b = appendStrings(b, a.Released)
 	b = msgp.AppendString(b, "Holds")
-	return msgp.AppendBool(b, a.Holds), nil
+	b = msgp.AppendBool(b, a.Holds)
+	if a.ReleasedAll {
+		b = msgp.AppendString(b, "ReleasedAll")
+		b = msgp.AppendBool(b, true)
+	}
+	return b, nil
 }
 
 // UnmarshalMsg decodes a from the front of b and returns the rest.
@@ -142,7 +152,10 @@ func (a *AcquireArgs) UnmarshalMsg(b []byte) ([]byte, error) {
 		case "Age":
 			a.Age, b, err = msgp.ReadInt64Bytes(b)
 		case "Origin":
-			a.Origin, b, err = msgp.ReadStringBytes(b)
+			var o []byte
+			if o, b, err = msgp.ReadStringZC(b); err == nil {
+				a.Origin = internBytes(o)
+			}
 		case "OriginInc":
 			a.OriginInc, b, err = msgp.ReadUint64Bytes(b)
 		case "Seq":
@@ -159,6 +172,8 @@ func (a *AcquireArgs) UnmarshalMsg(b []byte) ([]byte, error) {
 			a.Released, b, err = readStrings(b)
 		case "Holds":
 			a.Holds, b, err = msgp.ReadBoolBytes(b)
+		case "ReleasedAll":
+			a.ReleasedAll, b, err = msgp.ReadBoolBytes(b)
 		default:
 			b, err = msgp.Skip(b)
 		}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -66,6 +67,13 @@ type NodeResult struct {
 	// because it declared that node lost (missed pings): under overload,
 	// a sign the point measured the timeouts, not the locks.
 	LostHolders int64 `json:"lost_holders"`
+	// Mallocs and GCs are the heap allocations and garbage collections
+	// the node made during the point.
+	Mallocs uint64 `json:"mallocs"`
+	GCs     uint32 `json:"gcs"`
+	// Messages counts the calls the node made to the other node during
+	// the point, by lock service method (one-way messages included).
+	Messages map[string]int64 `json:"messages"`
 }
 
 // runNode is the node role's main; its stdin and stdout are the harness's
@@ -87,19 +95,22 @@ func runNode(in io.Reader, out io.Writer, transport string, nodeTimeout time.Dur
 	if err := waitServing(s, errc); err != nil {
 		return err
 	}
-	var tr interface {
-		lock.Transport
-		Close() error
-	}
+	tr := &countingTransport{}
 	if transport == enginePlain {
-		tr = lock.NewPlainTransport(client.DefaultOption)
-	} else if tr, err = batchclient.New(batchclient.WithHeartbeat(batchclient.DefaultHeartbeatInterval, nodeTimeout)); err != nil {
+		tr.inner = lock.NewPlainTransport(client.DefaultOption)
+	} else if tr.inner, err = batchclient.New(batchclient.WithHeartbeat(batchclient.DefaultHeartbeatInterval, nodeTimeout)); err != nil {
 		// The heartbeat timeout is the node timeout, as package lock
 		// advises: a lane given up on fails every lock request on it.
 		return err
 	}
 	defer tr.Close()
-	n, err := lock.New(lock.Config{Server: s, Addr: addr, Transport: tr, NodeTimeout: nodeTimeout})
+	var nodeTr lock.Transport = tr.inner
+	if os.Getenv(countEnv) != "" {
+		// Counting costs a frame and a shared counter per call: only
+		// when asked for.
+		nodeTr = tr
+	}
+	n, err := lock.New(lock.Config{Server: s, Addr: addr, Transport: nodeTr, NodeTimeout: nodeTimeout})
 	if err != nil {
 		return err
 	}
@@ -120,7 +131,7 @@ func runNode(in io.Reader, out io.Writer, transport string, nodeTimeout time.Dur
 			fmt.Fprintf(out, "ERR bad spec: %v\n", err)
 			continue
 		}
-		res, err := runPoint(n, sp, func() error {
+		res, err := runPoint(n, tr, sp, func() error {
 			fmt.Fprintln(out, "READY")
 			if !sc.Scan() {
 				return errors.New("harness gone before GO")
@@ -158,7 +169,7 @@ func waitServing(s *server.Server, errc chan error) error {
 
 // runPoint makes the point's clients, calls ready (which returns at GO),
 // runs them and reports.
-func runPoint(n *lock.Node, sp Spec, ready func() error) (NodeResult, error) {
+func runPoint(n *lock.Node, tr *countingTransport, sp Spec, ready func() error) (NodeResult, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var cl clients
@@ -179,6 +190,9 @@ func runPoint(n *lock.Node, sp Spec, ready func() error) (NodeResult, error) {
 	if err != nil {
 		return NodeResult{}, err
 	}
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	sent0 := tr.snapshot()
 	before := readUsage()
 	start := time.Now()
 	deadline := start.Add(time.Duration(sp.TimeoutS * float64(time.Second)))
@@ -187,6 +201,13 @@ func runPoint(n *lock.Node, sp Spec, ready func() error) (NodeResult, error) {
 	res := tally.result()
 	res.ElapsedS = time.Since(start).Seconds()
 	res.CPUs = (readUsage() - before).Seconds()
+	runtime.ReadMemStats(&ms1)
+	res.Mallocs = ms1.Mallocs - ms0.Mallocs
+	res.GCs = ms1.NumGC - ms0.NumGC
+	res.Messages = tr.snapshot()
+	for m, c := range sent0 {
+		res.Messages[m] -= c
+	}
 	res.PeakRSSMB = float64(peakRSS()) / (1 << 20)
 	res.LostHolders = n.Stats().LostHolders
 	return res, nil

@@ -45,8 +45,12 @@ type Result struct {
 	LostHolders    int64     `json:"lost_holders"`
 	NodeCPUs       []float64 `json:"node_cpu_s"`
 	NodeRSSMB      []float64 `json:"node_peak_rss_mb"`
-	LoadAvg        string    `json:"loadavg_at_start"`
-	Cores          int       `json:"cores"`
+	NodeMallocs    []uint64  `json:"node_mallocs"`
+	NodeGCs        []uint32  `json:"node_gcs"`
+	// Messages sums the nodes' calls to each other by method.
+	Messages map[string]int64 `json:"messages,omitempty"`
+	LoadAvg  string           `json:"loadavg_at_start"`
+	Cores    int              `json:"cores"`
 }
 
 func (c Config) points() []point {
@@ -195,6 +199,17 @@ func runOne(ctx context.Context, cfg Config, p point, run int, etcd *etcdtest.Et
 		res.ElapsedS = max(res.ElapsedS, nr.ElapsedS)
 		res.NodeCPUs = append(res.NodeCPUs, nr.CPUs)
 		res.NodeRSSMB = append(res.NodeRSSMB, nr.PeakRSSMB)
+		res.NodeMallocs = append(res.NodeMallocs, nr.Mallocs)
+		res.NodeGCs = append(res.NodeGCs, nr.GCs)
+		for m, c := range nr.Messages {
+			if c == 0 {
+				continue
+			}
+			if res.Messages == nil {
+				res.Messages = make(map[string]int64)
+			}
+			res.Messages[m] += c
+		}
 	}
 	if res.ElapsedS > 0 {
 		res.LocksPerS = float64(res.Locks) / res.ElapsedS
