@@ -25,64 +25,36 @@ import (
 // The cost is one full collection, with the world stopped for a moment and
 // the heap scanned, and the scavenging of the free heap, per burst; while
 // the load goes on, each call reads one flag. The release is of the whole
-// process's memory, not only the client's. A client closed before its load
-// has been gone for after still releases once, after it. The number of
+// process's memory, though only this client's calls are watched. Close
+// ends the watch: a client closed before its load has been gone for after
+// does not release. The number of
 // releases is the metric rpcxbatch.client.memory_releases. A negative
 // after is an ErrInvalidOption; 0 turns it off.
 func WithIdleMemoryRelease(after time.Duration) Option {
 	return func(o *Options) { o.IdleMemoryRelease = after }
 }
 
-// The client's entry points count every call, cast and send on the
-// counters named here (metrics.go); the idle release watches the load by
-// registering those counters first, as counters that also note the
-// activity, so that the call path needs nothing else.
-var idleWatchedCounters = []string{"rpcxbatch.client.calls", "rpcxbatch.client.casts", "rpcxbatch.client.sends"}
-
 // idleReleaseChecks is how many times per after the watch looks: the
 // release comes between after and after × (1 + 1/idleReleaseChecks) past
 // the last call.
 const idleReleaseChecks = 4
 
-// setupIdleRelease validates o.IdleMemoryRelease and, when it is positive,
-// puts the watch on o.Registry's entry counters. It runs once the registry
-// is set.
-func setupIdleRelease(o *Options) error {
+// checkIdleRelease refuses a negative o.IdleMemoryRelease.
+func checkIdleRelease(o *Options) error {
 	if o.IdleMemoryRelease < 0 {
 		return fmt.Errorf("%w: IdleMemoryRelease %v is negative (0 turns the release off)", ErrInvalidOption, o.IdleMemoryRelease)
-	}
-	if o.IdleMemoryRelease == 0 {
-		return nil
-	}
-	r := &idleRelease{every: o.IdleMemoryRelease / idleReleaseChecks,
-		released: metrics.GetOrRegisterCounter("rpcxbatch.client.memory_releases", o.Registry)}
-	for _, name := range idleWatchedCounters {
-		inner, ok := o.Registry.Get(name).(metrics.Counter)
-		if !ok {
-			inner = metrics.NewCounter()
-		}
-		// A registry shared with an earlier client keeps its counts: the
-		// watch wraps the counter that is there, which that client keeps
-		// counting on.
-		o.Registry.Unregister(name)
-		if err := o.Registry.Register(name, activityCounter{Counter: inner, r: r}); err != nil {
-			return fmt.Errorf("%w: metrics registry refused %s: %w", ErrInvalidOption, name, err)
-		}
 	}
 	return nil
 }
 
-// activityCounter is a metrics counter that also notes each increment as
-// load for its idle release.
-type activityCounter struct {
-	metrics.Counter
-	r *idleRelease
-}
-
-// Inc counts and notes the activity.
-func (c activityCounter) Inc(n int64) {
-	c.Counter.Inc(n)
-	c.r.touch()
+// newIdleRelease returns the watch for o.IdleMemoryRelease, or nil when
+// it is off (a nil watch's touch and stop do nothing).
+func newIdleRelease(o *Options) *idleRelease {
+	if o.IdleMemoryRelease <= 0 {
+		return nil
+	}
+	return &idleRelease{every: o.IdleMemoryRelease / idleReleaseChecks,
+		released: metrics.GetOrRegisterCounter("rpcxbatch.client.memory_releases", o.Registry)}
 }
 
 // idleRelease returns free memory to the OS once the client's load has
@@ -99,14 +71,18 @@ type idleRelease struct {
 	active atomic.Bool
 	armed  atomic.Bool
 
-	mu    sync.Mutex // guards t and quiet
-	t     *time.Timer
-	quiet int // checks in a row that saw no call
+	mu     sync.Mutex // guards t, quiet and closed
+	t      *time.Timer
+	quiet  int  // checks in a row that saw no call
+	closed bool // set by stop: the timer is not armed again
 }
 
 // touch notes a call and arms the timer if it is not running. While calls
 // flow it costs two atomic loads: no clock read, no shared write.
 func (r *idleRelease) touch() {
+	if r == nil {
+		return
+	}
 	if !r.active.Load() {
 		r.active.Store(true)
 	}
@@ -115,7 +91,7 @@ func (r *idleRelease) touch() {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.armed.Load() {
+	if r.armed.Load() || r.closed {
 		return
 	}
 	r.armed.Store(true)
@@ -131,6 +107,10 @@ func (r *idleRelease) touch() {
 // it releases the memory and disarms; else it looks again later.
 func (r *idleRelease) check() {
 	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
 	if r.active.Swap(false) {
 		r.quiet = 0
 	} else {
@@ -154,4 +134,21 @@ func (r *idleRelease) check() {
 	r.mu.Unlock()
 	debug.FreeOSMemory()
 	r.released.Inc(1)
+}
+
+// stop ends the watch for good (Client.Close): the timer is stopped and
+// never armed again. A release already running completes.
+func (r *idleRelease) stop() {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	// armed stays set, so that touch returns at its first check without
+	// taking mu.
+	r.armed.Store(true)
+	if r.t != nil {
+		r.t.Stop()
+	}
 }

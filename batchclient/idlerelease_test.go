@@ -122,3 +122,43 @@ func TestClientIdleMemoryReleaseOption(t *testing.T) {
 	require.NoError(t, first.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: 3, B: 2}, &r))
 	require.EqualValues(t, 3, clientCounter(second, "rpcxbatch.client.calls"))
 }
+
+// TestClientIdleMemoryReleaseWatchesItsOwnCalls: the watch is of the
+// client's own load, as the option says. A second client on the same
+// registry that keeps calling does not hold back the release of one that
+// has gone quiet, and its calls are still counted on the shared counters.
+func TestClientIdleMemoryReleaseWatchesItsOwnCalls(t *testing.T) {
+	const after = 300 * time.Millisecond
+	addr, _ := startServer(t, false)
+	reg := gometrics.NewRegistry()
+	quiet := newClient(t, batchclient.WithMetrics(reg), batchclient.WithIdleMemoryRelease(after))
+	busy := newClient(t, batchclient.WithMetrics(reg))
+	waitConnected(t, quiet, addr)
+	waitConnected(t, busy, addr)
+	ctx := ctxT(t, 30*time.Second)
+	var r testsvc.Reply
+	require.NoError(t, quiet.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: 3, B: 2}, &r))
+	released := false
+	for end := time.Now().Add(10 * after); time.Now().Before(end) && !released; {
+		require.NoError(t, busy.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: 3, B: 2}, &r))
+		released = clientCounter(quiet, "rpcxbatch.client.memory_releases") == 1
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.True(t, released, "the quiet client did not release while another client on its registry called")
+	require.Greater(t, clientCounter(busy, "rpcxbatch.client.calls"), int64(2))
+}
+
+// TestClientIdleMemoryReleaseEndsWithClose: Close ends the watch; a
+// client closed right after its load never releases.
+func TestClientIdleMemoryReleaseEndsWithClose(t *testing.T) {
+	const after = 200 * time.Millisecond
+	addr, _ := startServer(t, false)
+	c := newClient(t, batchclient.WithIdleMemoryRelease(after))
+	waitConnected(t, c, addr)
+	ctx := ctxT(t, 30*time.Second)
+	var r testsvc.Reply
+	require.NoError(t, c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: 3, B: 2}, &r))
+	require.NoError(t, c.Close())
+	time.Sleep(4 * after)
+	require.Zero(t, clientCounter(c, "rpcxbatch.client.memory_releases"), "released after Close")
+}

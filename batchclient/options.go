@@ -226,5 +226,5 @@ func buildOptions(opts []Option) (Options, error) {
 	if o.Registry == nil {
 		o.Registry = metrics.NewRegistry()
 	}
-	return o, setupIdleRelease(&o)
+	return o, checkIdleRelease(&o)
 }
