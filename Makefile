@@ -17,6 +17,9 @@ test: fmt-check vet race
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+	@# A build output committed by mistake (go build ./example/... or
+	@# ./perf/locks at the root) would ride in every clone: refuse it.
+	@bin=$$(git ls-files 2>/dev/null | while read -r f; do 		[ -f "$$f" ] && [ "$$(head -c4 "$$f" | od -An -c | tr -d ' ')" = '177ELF' ] && echo "$$f"; done); 	if [ -n "$$bin" ]; then echo "executables tracked by git (git rm --cached them, add them to .gitignore):"; echo "$$bin"; exit 1; fi
 
 vet:
 	$(GO) vet ./...
