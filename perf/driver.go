@@ -107,6 +107,9 @@ func runOn(ctx context.Context, env *runEnv, t target, pt Point, path string) (m
 		}
 		wg.Go(func() {
 			<-start
+			if wp != nil {
+				wp.start = t0
+			}
 			writer(wctx, w, pt.Messages, pace, op, hist, &done, &errs, &first, wp, pcLate(pc))
 			if wp != nil {
 				wp.end = time.Since(t0)
@@ -211,7 +214,9 @@ func writer(ctx context.Context, w, messages int, pace time.Duration, op opFunc,
 		}
 		t = time.Now()
 		if wp != nil {
-			wp.offset = offset
+			// From the point's start, not the offset drawn: the writer's
+			// own start and its first timer's lateness are part of it.
+			wp.offset = t.Sub(wp.start)
 		}
 	}
 	for j := range messages {

@@ -2,7 +2,8 @@ package main
 
 import "time"
 
-// A paced point's wall time is the first random offset, the pauses, the
+// A paced point's wall time is the first offset (the random one drawn,
+// the writer's start and its first timer's lateness), the pauses, the
 // latencies of the calls and how late each pause ended, summed over the
 // writer that finished last. pacing keeps those sums per writer, so that a
 // point that misses its intended rate says which of them it lost to: the
@@ -16,7 +17,9 @@ type pacing struct {
 // writerPace is one writer's sums; only its own writer writes it.
 type writerPace struct {
 	offset, lat, late, end time.Duration
-	_                      [32]byte // a cache line of its own
+	// start is the point's start, which offset is measured from.
+	start time.Time
+	_     [8]byte // a cache line of its own (64 bytes)
 }
 
 func newPacing(writers int) *pacing {
