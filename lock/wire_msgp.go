@@ -137,6 +137,9 @@ func (a *AcquireArgs) MarshalMsg(b []byte) ([]byte, error) {
 
 // UnmarshalMsg decodes a from the front of b and returns the rest.
 func (a *AcquireArgs) UnmarshalMsg(b []byte) ([]byte, error) {
+	// A value decoded into again (rpcx's UsePool) keeps nothing of its
+	// last message: the encoder leaves empty fields out.
+	*a = AcquireArgs{}
 	n, b, err := msgp.ReadMapHeaderBytes(b)
 	if err != nil {
 		return b, fmt.Errorf("AcquireArgs: %w", err)
@@ -195,6 +198,7 @@ func (r *AcquireReply) MarshalMsg(b []byte) ([]byte, error) {
 
 // UnmarshalMsg decodes r from the front of b and returns the rest.
 func (r *AcquireReply) UnmarshalMsg(b []byte) ([]byte, error) {
+	*r = AcquireReply{} // nothing of an earlier message (see AcquireArgs)
 	n, b, err := msgp.ReadMapHeaderBytes(b)
 	if err != nil {
 		return b, fmt.Errorf("AcquireReply: %w", err)
@@ -234,6 +238,7 @@ func (a *ReleaseArgs) MarshalMsg(b []byte) ([]byte, error) {
 
 // UnmarshalMsg decodes a from the front of b and returns the rest.
 func (a *ReleaseArgs) UnmarshalMsg(b []byte) ([]byte, error) {
+	*a = ReleaseArgs{} // nothing of an earlier message (see AcquireArgs)
 	n, b, err := msgp.ReadMapHeaderBytes(b)
 	if err != nil {
 		return b, fmt.Errorf("ReleaseArgs: %w", err)
@@ -312,6 +317,7 @@ func (a *AbortArgs) MarshalMsg(b []byte) ([]byte, error) {
 
 // UnmarshalMsg decodes a from the front of b and returns the rest.
 func (a *AbortArgs) UnmarshalMsg(b []byte) ([]byte, error) {
+	*a = AbortArgs{} // nothing of an earlier message (see AcquireArgs)
 	n, b, err := msgp.ReadMapHeaderBytes(b)
 	if err != nil {
 		return b, fmt.Errorf("AbortArgs: %w", err)
@@ -345,6 +351,7 @@ func (a *DropArgs) MarshalMsg(b []byte) ([]byte, error) {
 
 // UnmarshalMsg decodes a from the front of b and returns the rest.
 func (a *DropArgs) UnmarshalMsg(b []byte) (rest []byte, err error) {
+	*a = DropArgs{} // nothing of an earlier message (see AcquireArgs)
 	a.Owner, a.LastSeq, rest, err = readSeqArgs(b, "DropArgs", "LastSeq")
 	return rest, err
 }

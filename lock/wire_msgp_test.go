@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -115,4 +116,26 @@ func TestWireMsgpBrokenInput(t *testing.T) {
 		new(AbortArgs).UnmarshalMsg(c)
 		new(DropArgs).UnmarshalMsg(c)
 	}
+}
+
+// TestAcquireArgsDecodedWholeIntoAReusedValue: fields the encoder leaves
+// out when empty (ReleasedAll, Released, Holds) do not survive from an
+// earlier message when a value is decoded into again (rpcx's UsePool
+// reuses argument values): a stale ReleasedAll would release everything
+// the holder holds on the node.
+func TestAcquireArgsDecodedWholeIntoAReusedValue(t *testing.T) {
+	first := AcquireArgs{Owner: OwnerID{Node: 1, Seq: 1}, Origin: "a", Seq: 2, Keys: []string{"k"}, Released: []string{"r"}, ReleasedAll: true, Holds: true}
+	b, err := first.MarshalMsg(nil)
+	require.NoError(t, err)
+	var a AcquireArgs
+	_, err = a.UnmarshalMsg(b)
+	require.NoError(t, err)
+	require.Equal(t, first, a)
+
+	second := AcquireArgs{Owner: OwnerID{Node: 1, Seq: 1}, Origin: "a", Seq: 3, Keys: []string{"k2"}}
+	b, err = second.MarshalMsg(nil)
+	require.NoError(t, err)
+	_, err = a.UnmarshalMsg(b)
+	require.NoError(t, err)
+	require.Equal(t, second, a)
 }
