@@ -25,11 +25,13 @@ import (
 // The cost is one full collection, with the world stopped for a moment and
 // the heap scanned, and the scavenging of the free heap, per burst; while
 // the load goes on, each call reads one flag. The release is of the whole
-// process's memory, though only this client's calls are watched. Close
-// ends the watch: a client closed before its load has been gone for after
-// does not release. The number of
-// releases is the metric rpcxbatch.client.memory_releases. A negative
-// after is an ErrInvalidOption; 0 turns it off.
+// process's memory, though only this client's calls are watched, and only
+// their start: a call still in flight after that long (a slow handler)
+// does not hold the release back. Close ends the watch: a client closed
+// before its load has been gone for after does not release. The releases
+// are counted on the metric rpcxbatch.client.memory_releases of the
+// client's registry (clients sharing a registry share the counter). A
+// negative after is an ErrInvalidOption; 0 turns it off.
 func WithIdleMemoryRelease(after time.Duration) Option {
 	return func(o *Options) { o.IdleMemoryRelease = after }
 }
