@@ -3,7 +3,7 @@ GO ?= go
 # Packages whose goroutines share state: always run under the race detector.
 # reliability/ too: its 50,000-goroutine tests stay within the detector's
 # limits (they use Go calls, not a goroutine per call, where it matters).
-RACE_DIRS = codec batchserver batchclient group selector plugin internal/fastcodec internal/plainconn reliability lock
+RACE_DIRS = codec batchserver batchclient group selector plugin internal/fastcodec internal/idlemem internal/plainconn reliability lock
 RACE_PKGS = $(foreach d,$(RACE_DIRS),$(if $(wildcard $(d)/*.go),./$(d)/...))
 
 .PHONY: test vet race unit mutate bench example group-example cluster-example fuzz fuzz-long soak perf perf-quick fmt-check locks-example locks-bench locks-bench-quick

@@ -22,7 +22,7 @@ import (
 // completes. If ctx ends first, the call completes with ctx's error.
 func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any, done chan *client.Call) *client.Call {
 	c.metrics.calls.Inc(1)
-	c.idle.touch()
+	c.idle.Touch()
 	if done == nil {
 		done = make(chan *client.Call, 10)
 	} else if cap(done) == 0 {
@@ -73,7 +73,7 @@ func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string
 // returned as rpcx's client.ServiceError, as plain rpcx returns it.
 func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any) error {
 	c.metrics.calls.Inc(1)
-	c.idle.touch()
+	c.idle.Touch()
 	l, pr, err := c.route(ctx, addr)
 	if err != nil {
 		return err
@@ -202,7 +202,7 @@ func putSyncCall(sc *syncCall) {
 // queue's overflow error); on a plain peer it is an rpcx oneway call.
 func (c *Client) Cast(ctx context.Context, addr, servicePath, serviceMethod string, args any) error {
 	c.metrics.casts.Inc(1)
-	c.idle.touch()
+	c.idle.Touch()
 	l, pr, err := c.route(ctx, addr)
 	if err != nil {
 		return err
@@ -225,7 +225,7 @@ func (c *Client) Cast(ctx context.Context, addr, servicePath, serviceMethod stri
 // server has no batch plugin, or when addr was stopped with Stop.
 func (c *Client) Send(ctx context.Context, addr, handler string, payload []byte) error {
 	c.metrics.sends.Inc(1)
-	c.idle.touch()
+	c.idle.Touch()
 	l, pr, err := c.route(ctx, addr)
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"github.com/smallnest/rpcx/client"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
+	"github.com/rpcxbatch/rpcxbatch/internal/idlemem"
 	"github.com/rpcxbatch/rpcxbatch/internal/plainconn"
 )
 
@@ -26,7 +27,7 @@ type Client struct {
 	opts    Options
 	metrics *clientMetrics
 	// idle is the WithIdleMemoryRelease watch, nil when it is off.
-	idle *idleRelease
+	idle *idlemem.Watch
 	// keySeed hashes WithKey keys to lanes (maphash: faster than the
 	// hand-written FNV-1a it replaced, 53-137 against 90-159 ns a key).
 	keySeed maphash.Seed
@@ -233,7 +234,7 @@ func (c *Client) Close() error {
 	c.closed.Store(true)
 	c.live.Clear()
 	c.mu.Unlock()
-	c.idle.stop()
+	c.idle.Stop()
 	c.stopped.Close()
 	var wg sync.WaitGroup
 	for _, p := range peers {

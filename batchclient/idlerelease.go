@@ -2,12 +2,11 @@ package batchclient
 
 import (
 	"fmt"
-	"runtime/debug"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	metrics "github.com/rcrowley/go-metrics"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/idlemem"
 )
 
 // WithIdleMemoryRelease makes the client return the process's free memory
@@ -36,11 +35,6 @@ func WithIdleMemoryRelease(after time.Duration) Option {
 	return func(o *Options) { o.IdleMemoryRelease = after }
 }
 
-// idleReleaseChecks is how many times per after the watch looks: the
-// release comes between after and after × (1 + 1/idleReleaseChecks) past
-// the last call.
-const idleReleaseChecks = 4
-
 // checkIdleRelease refuses a negative o.IdleMemoryRelease.
 func checkIdleRelease(o *Options) error {
 	if o.IdleMemoryRelease < 0 {
@@ -50,107 +44,11 @@ func checkIdleRelease(o *Options) error {
 }
 
 // newIdleRelease returns the watch for o.IdleMemoryRelease, or nil when
-// it is off (a nil watch's touch and stop do nothing).
-func newIdleRelease(o *Options) *idleRelease {
+// it is off (a nil watch's Touch and Stop do nothing).
+func newIdleRelease(o *Options) *idlemem.Watch {
 	if o.IdleMemoryRelease <= 0 {
 		return nil
 	}
-	return &idleRelease{every: o.IdleMemoryRelease / idleReleaseChecks,
-		released: metrics.GetOrRegisterCounter("rpcxbatch.client.memory_releases", o.Registry)}
-}
-
-// idleRelease returns free memory to the OS once the client's load has
-// been gone for idleReleaseChecks × every. Its timer runs only while load
-// may be going on: armed by the first call after a release, it ends after
-// the release. Nothing else is running meanwhile.
-type idleRelease struct {
-	every time.Duration
-	// released counts the releases (metric memory_releases).
-	released metrics.Counter
-
-	// active is set by each call and cleared by each check; armed is set
-	// while the timer runs.
-	active atomic.Bool
-	armed  atomic.Bool
-
-	mu     sync.Mutex // guards t, quiet and closed
-	t      *time.Timer
-	quiet  int  // checks in a row that saw no call
-	closed bool // set by stop: the timer is not armed again
-}
-
-// touch notes a call and arms the timer if it is not running. While calls
-// flow it costs two atomic loads: no clock read, no shared write.
-func (r *idleRelease) touch() {
-	if r == nil {
-		return
-	}
-	if !r.active.Load() {
-		r.active.Store(true)
-	}
-	if r.armed.Load() {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.armed.Load() || r.closed {
-		return
-	}
-	r.armed.Store(true)
-	r.quiet = 0
-	if r.t == nil {
-		r.t = time.AfterFunc(r.every, r.check)
-	} else {
-		r.t.Reset(r.every)
-	}
-}
-
-// check runs on the timer: after idleReleaseChecks quiet checks in a row
-// it releases the memory and disarms; else it looks again later.
-func (r *idleRelease) check() {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return
-	}
-	if r.active.Swap(false) {
-		r.quiet = 0
-	} else {
-		r.quiet++
-	}
-	if r.quiet < idleReleaseChecks {
-		r.t.Reset(r.every)
-		r.mu.Unlock()
-		return
-	}
-	// Disarmed before active is read again: a call made now either is
-	// seen here or sees the timer disarmed and arms it anew.
-	r.armed.Store(false)
-	if r.active.Load() {
-		r.armed.Store(true)
-		r.quiet = 0
-		r.t.Reset(r.every)
-		r.mu.Unlock()
-		return
-	}
-	r.mu.Unlock()
-	debug.FreeOSMemory()
-	r.released.Inc(1)
-}
-
-// stop ends the watch for good (Client.Close): the timer is stopped and
-// never armed again. A release already running completes.
-func (r *idleRelease) stop() {
-	if r == nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.closed = true
-	// armed stays set, so that touch returns at its first check without
-	// taking mu.
-	r.armed.Store(true)
-	if r.t != nil {
-		r.t.Stop()
-	}
+	released := metrics.GetOrRegisterCounter("rpcxbatch.client.memory_releases", o.Registry)
+	return idlemem.New(o.IdleMemoryRelease, nil, func() { released.Inc(1) })
 }

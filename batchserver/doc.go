@@ -49,7 +49,7 @@
 // Timers: a connection's frame-gap timer (stopped when the missing frame
 // arrives or the connection closes) and an entry's deadline timer, armed
 // only when its handler asks for Done (stopped when the entry ends). With
-// WithIdleMemoryRelease, the release timer (idleRelease.check), armed by
+// WithIdleMemoryRelease, the release timer (internal/idlemem's Watch), armed by
 // a frame and ending once it has released the memory; Plugin.Close stops
 // it.
 package batchserver

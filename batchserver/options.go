@@ -98,8 +98,8 @@ func WithWriteTimeout(d time.Duration) Option { return func(o *Options) { o.Writ
 
 // WithIdleMemoryRelease makes the plugin return the process's free memory
 // to the OS once its load has been gone for after: once no batch frame
-// has arrived for after and no call or cast runs, it calls
-// debug.FreeOSMemory, once; the next frame starts the watch anew. Without
+// has arrived for after (within a quarter of it) and no call or cast
+// runs, it calls debug.FreeOSMemory, once; the next frame starts the watch anew. Without
 // it (the default) the plugin never forces a collection, and what a burst
 // leaves behind (the stacks of goroutines that have ended, heap freed by
 // the collector) stays with the process until the runtime's next

@@ -17,6 +17,7 @@ import (
 	"github.com/smallnest/rpcx/server"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
+	"github.com/rpcxbatch/rpcxbatch/internal/idlemem"
 )
 
 // SendHandler receives the payload of every send entry addressed to the name
@@ -47,7 +48,7 @@ type Plugin struct {
 	workers workers
 	// release returns memory to the OS after the load (nil unless
 	// WithIdleMemoryRelease).
-	release *idleRelease
+	release *idlemem.Watch
 	// tasks owns the connections' reply writers and send queues (owner.go).
 	tasks  tasks
 	feeder poolFeeder
@@ -108,7 +109,7 @@ func New(s *server.Server, opts ...Option) (*Plugin, error) {
 	}
 	p.pinger.p = p
 	if o.IdleMemoryRelease > 0 {
-		p.release = &idleRelease{after: o.IdleMemoryRelease, busy: p.workers.busy, released: p.metrics.memoryReleases}
+		p.release = idlemem.New(o.IdleMemoryRelease, p.workers.busy, func() { p.metrics.memoryReleases.Inc(1) })
 	}
 	p.usePool()
 	if p.services, err = newServiceTable(s); err != nil {
@@ -230,9 +231,7 @@ func (p *Plugin) HeartbeatRequest(ctx context.Context, _ *protocol.Message) erro
 // Call entries still running finish on their own. Call it after
 // Server.Close or Shutdown when the process goes on without the server.
 func (p *Plugin) Close() error {
-	if p.release != nil {
-		p.release.stop()
-	}
+	p.release.Stop()
 	p.workers.release(true)
 	p.tasks.wait()
 	return nil
@@ -311,9 +310,7 @@ func (p *Plugin) batch(ctx *server.Context) error {
 	p.metrics.frames.Inc(1)
 	p.metrics.batchSize.Update(int64(len(entries)))
 	arrived := frameArrived(ctx)
-	if p.release != nil {
-		p.release.touch(arrived)
-	}
+	p.release.Touch()
 	st.deliver(seq, entries, len(ctx.Payload()), arrived)
 	p.holdWhileDraining(st)
 	return nil
