@@ -13,15 +13,21 @@ const (
 	maxKeptReplyBuf = 4 << 10
 	// maxKeptReplyBufs bounds the buffers one connection keeps.
 	maxKeptReplyBufs = 4096
-	// newReplyBufCap is the capacity of a fresh buffer: enough for a
-	// typical small reply without growing.
+	// newReplyBufCap is the capacity of a fresh buffer before the
+	// connection has written a reply: enough for a typical small reply
+	// without growing. Later fresh buffers are sized by the replies.
 	newReplyBufCap = 512
 )
 
 // replyBufs is a connection's free list of reply payload buffers.
 type replyBufs struct {
-	mu   sync.Mutex // guards free: handlers put, the writer takes
+	mu   sync.Mutex // guards free and recent: handlers get, the writer puts
 	free [][]byte
+	// recent is the largest payload of the last reply frame written: a
+	// fresh buffer is made that size with some room, not newReplyBufCap
+	// (at 10,000 callers fresh 512-byte buffers for ~220-byte replies were
+	// the largest live item at the server's peak).
+	recent int
 }
 
 // get returns an empty buffer to encode a reply into.
@@ -34,8 +40,20 @@ func (r *replyBufs) get() []byte {
 		r.mu.Unlock()
 		return b
 	}
+	n := r.recent
 	r.mu.Unlock()
-	return make([]byte, 0, newReplyBufCap)
+	return make([]byte, 0, freshReplyBufCap(n))
+}
+
+// freshReplyBufCap is the capacity of a fresh buffer when the last reply
+// frame's largest payload was n bytes: n and an eighth, in 32-byte steps,
+// at least 64 and at most maxKeptReplyBuf; newReplyBufCap before any.
+func freshReplyBufCap(n int) int {
+	if n == 0 {
+		return newReplyBufCap
+	}
+	c := (n + n/8 + 31) &^ 31
+	return min(max(c, 64), maxKeptReplyBuf)
 }
 
 // putPayloads takes back the payload buffers of replies the writer has
@@ -43,9 +61,14 @@ func (r *replyBufs) get() []byte {
 func (r *replyBufs) putPayloads(payloads [][]byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	recent := 0
 	for _, b := range payloads {
+		recent = max(recent, len(b))
 		if b != nil && cap(b) <= maxKeptReplyBuf && len(r.free) < maxKeptReplyBufs {
 			r.free = append(r.free, b[:0])
 		}
+	}
+	if recent > 0 {
+		r.recent = recent
 	}
 }
