@@ -25,6 +25,9 @@ import (
 // between after and after × (1 + 1/checks) past the last Touch.
 const checks = 4
 
+// minEvery is the shortest time between two looks.
+const minEvery = time.Millisecond
+
 // Watch releases free memory once no Touch has come for its after and
 // its busy function (if any) reports nothing running.
 type Watch struct {
@@ -49,9 +52,12 @@ type Watch struct {
 
 // New returns a Watch that, once after has passed with no Touch and busy
 // (which may be nil) false, calls debug.FreeOSMemory and then released
-// (which may be nil), once per burst. after must be positive.
+// (which may be nil), once per burst. after must be positive; below 4 ms
+// the release comes 4 ms after the last Touch at the earliest.
 func New(after time.Duration, busy func() bool, released func()) *Watch {
-	return &Watch{every: after / checks, busy: busy, release: func() {
+	// A tiny after would make the timer fire back to back while the load
+	// flows: it looks at most once a millisecond.
+	return &Watch{every: max(after/checks, minEvery), busy: busy, release: func() {
 		debug.FreeOSMemory()
 		if released != nil {
 			released()

@@ -74,3 +74,15 @@ func TestWatchStop(t *testing.T) {
 	none.Touch()
 	none.Stop()
 }
+
+// TestWatchTinyAfterLooksAtMostOnceAMillisecond: an after of a
+// nanosecond does not make the timer fire back to back while touches
+// come: it looks at most once a millisecond, and still releases.
+func TestWatchTinyAfterLooksAtMostOnceAMillisecond(t *testing.T) {
+	var n atomic.Int64
+	w := New(time.Nanosecond, nil, func() { n.Add(1) })
+	defer w.Stop()
+	require.Equal(t, minEvery, w.every)
+	w.Touch()
+	require.True(t, waitFor(time.Second, func() bool { return n.Load() == 1 }))
+}
