@@ -93,6 +93,20 @@ func CallerFrames(c *Client, addr string) int64 {
 	return n
 }
 
+// WriterFrames is the count of frames the writer goroutines of addr's
+// current pool began (counted before each is written).
+func WriterFrames(c *Client, addr string) int64 {
+	p, err := c.peer(addr)
+	if err != nil || p == nil {
+		return 0
+	}
+	var n int64
+	for _, l := range p.view.Load().lanes {
+		n += l.WriterFrames()
+	}
+	return n
+}
+
 // SetCombining turns the lanes' flat combining on or off (on by default)
 // for clients made afterwards, until the test ends.
 func SetCombining(t interface{ Cleanup(func()) }, on bool) {

@@ -135,3 +135,8 @@ var noDeadline = time.Unix(1<<62, 0)
 // CallerFrames is the count of frames the lane's callers wrote themselves
 // (flat combining), for tests and diagnostics.
 func (l *Lane) CallerFrames() int64 { return l.callerFrames.Load() }
+
+// WriterFrames is the count of frames the lane's writer goroutine began,
+// for tests and diagnostics: it counts a frame as it is built, so a frame
+// the writer is still writing counts already.
+func (l *Lane) WriterFrames() int64 { return l.writerFrames.Load() }

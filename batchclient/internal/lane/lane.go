@@ -68,9 +68,11 @@ type Lane struct {
 	// combine says callers may write their own frames: only when
 	// combining is on (the default; SetCombining, for tests) and not
 	// over TLS, whose connection a write timeout breaks; callerFrames
-	// counts those they wrote.
+	// counts those they wrote, writerFrames those the writer goroutine
+	// began (counted as each is built, before its write).
 	combine      bool
 	callerFrames atomic.Int64
+	writerFrames atomic.Int64
 
 	lastRecv atomic.Int64 // unix nanos of the last bytes read
 	lastSent atomic.Int64 // unix nanos of the last complete write

@@ -196,6 +196,9 @@ func (l *Lane) writeFrames(ws *writerState, batch []*entry, bound time.Time) ([]
 			n++
 		}
 		*frameSeq++
+		if bound.IsZero() {
+			l.writerFrames.Add(1) // only the writer goroutine writes unbounded
+		}
 		buf = l.appendFrame(buf, *frameSeq, batch[:n])
 		batch = batch[n:]
 	}
