@@ -27,6 +27,8 @@ type Config struct {
 	Pool int
 	// NoPlain leaves the plain rpcx side out.
 	NoPlain bool
+	// NoInproc leaves the in-process bound (design 1) out.
+	NoInproc bool
 	// Repeat runs every point this many times (engines interleaved); the
 	// report shows the median.
 	Repeat int
@@ -56,6 +58,7 @@ func parseConfig(args []string) (Config, error) {
 	fs.IntVar(&c.EtcdLocks, "etcd-locks", 20000, "design 1 over etcd: locks per point, split over its clients")
 	fs.IntVar(&c.Pool, "pool", 5_000_000, "designs 1 and 3: keys are drawn from a pool this big")
 	fs.BoolVar(&c.NoPlain, "no-plain", false, "leave the plain rpcx side out")
+	fs.BoolVar(&c.NoInproc, "no-inproc", false, "leave out design 1's in-process bound (both nodes in one process, no transport)")
 	fs.IntVar(&c.Repeat, "repeat", 1, "runs per point (engines interleaved); the report shows the median")
 	fs.DurationVar(&c.PointTimeout, "point-timeout", 60*time.Second, "time bound of one point")
 	fs.DurationVar(&c.NodeTimeout, "node-timeout", 10*time.Second, "the lock nodes' NodeTimeout (ping misses before a node is declared lost)")

@@ -21,6 +21,8 @@ var engineColors = map[string]color.Color{
 	engineLocal: color.RGBA{R: 40, G: 90, B: 200, A: 255},
 	enginePlain: color.RGBA{R: 200, G: 70, B: 50, A: 255},
 	engineEtcd:  color.RGBA{R: 120, G: 120, B: 120, A: 255},
+	// A bound, not a competitor: pale.
+	engineInproc: color.RGBA{R: 190, G: 205, B: 230, A: 255},
 }
 
 var designTitles = map[int]string{
@@ -91,8 +93,11 @@ func designPlot(design int, ss []summary) (*plot.Plot, error) {
 }
 
 func shortLabel(p point) string {
-	if p.Engine == engineEtcd {
+	switch p.Engine {
+	case engineEtcd:
 		return "etcd ×" + si(float64(p.Clients))
+	case engineInproc:
+		return "bound: no transport"
 	}
 	return p.Engine
 }

@@ -36,6 +36,11 @@ const (
 	enginePlain = "plain rpcx" // package lock, cross-node traffic over plain rpcx
 	engineLocal = "local"      // package lock, no cross-node traffic (design 4)
 	engineEtcd  = "etcd"       // etcd's concurrency.Mutex (design 1)
+	// engineInproc is package lock with both nodes in one process,
+	// calling each other's lock service directly (inproc.go): what the
+	// lock layer and its clients cost without a transport. A bound on
+	// what any transport can reach (design 1), not a competitor.
+	engineInproc = "in-process"
 )
 
 func main() {

@@ -58,7 +58,8 @@ func TestTinyRun(t *testing.T) {
 	want := map[string]int64{ // locks every point must have taken
 		"1/" + engineBatch: 2 * 20 * 5, "1/" + enginePlain: 2 * 20 * 5,
 		"3/" + engineBatch: 2 * 20 * 2 * 10, "3/" + enginePlain: 2 * 20 * 2 * 10,
-		"4/" + engineLocal: 2 * 20 * 30 * 10,
+		"4/" + engineLocal:  2 * 20 * 30 * 10,
+		"1/" + engineInproc: 2 * 20 * 5,
 	}
 	if etcd != "" {
 		want["1/"+engineEtcd] = 2 * 4 * 5
@@ -73,7 +74,14 @@ func TestTinyRun(t *testing.T) {
 		assert.Zero(t, r.Errors, "%s: %s", k, r.FirstError)
 		assert.False(t, r.Bounded, k)
 		assert.Positive(t, r.LocksPerS, k)
-		assert.Len(t, r.NodeCPUs, 2, k)
+		if r.Engine == engineInproc {
+			// Both nodes in one process: one CPU time, said so.
+			assert.Len(t, r.NodeCPUs, 1, k)
+			assert.Equal(t, inprocNote, r.Note, k)
+		} else {
+			assert.Len(t, r.NodeCPUs, 2, k)
+			assert.Empty(t, r.Note, k)
+		}
 		delete(want, k)
 	}
 	for _, f := range []string{"report.md", "locks.svg"} {
@@ -83,6 +91,8 @@ func TestTinyRun(t *testing.T) {
 	md, err := os.ReadFile(filepath.Join(dir, "report", "report.md"))
 	require.NoError(t, err)
 	assert.Contains(t, string(md), "design 1: rpcxbatch")
+	assert.Contains(t, string(md), "| in-process, no transport (bound) |")
+	assert.Contains(t, string(md), "design 1 bound: with today's lock layer no transport can beat plain rpcx by more than")
 }
 
 func TestConfigPresets(t *testing.T) {

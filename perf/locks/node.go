@@ -79,6 +79,9 @@ type NodeResult struct {
 // runNode is the node role's main; its stdin and stdout are the harness's
 // pipes.
 func runNode(in io.Reader, out io.Writer, transport string, nodeTimeout time.Duration) error {
+	if transport == engineInproc {
+		return runPair(in, out, nodeTimeout)
+	}
 	s := server.NewServer()
 	if _, err := batchserver.New(s); err != nil {
 		return err
@@ -116,7 +119,12 @@ func runNode(in io.Reader, out io.Writer, transport string, nodeTimeout time.Dur
 	}
 	defer n.Close()
 	fmt.Fprintf(out, "ADDR %s\n", addr)
+	return serveHarness(in, out, []*lock.Node{n}, tr)
+}
 
+// serveHarness runs the points the harness sends on nodes (one, or both
+// of the in-process engine) until stdin ends.
+func serveHarness(in io.Reader, out io.Writer, nodes []*lock.Node, tr *countingTransport) error {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<16), 1<<20)
 	for sc.Scan() {
@@ -131,7 +139,7 @@ func runNode(in io.Reader, out io.Writer, transport string, nodeTimeout time.Dur
 			fmt.Fprintf(out, "ERR bad spec: %v\n", err)
 			continue
 		}
-		res, err := runPoint(n, tr, sp, func() error {
+		res, err := runPoint(nodes, tr, sp, func() error {
 			fmt.Fprintln(out, "READY")
 			if !sc.Scan() {
 				return errors.New("harness gone before GO")
@@ -168,16 +176,21 @@ func waitServing(s *server.Server, errc chan error) error {
 }
 
 // runPoint makes the point's clients, calls ready (which returns at GO),
-// runs them and reports.
-func runPoint(n *lock.Node, tr *countingTransport, sp Spec, ready func() error) (NodeResult, error) {
+// runs them and reports. With two nodes in the process (the in-process
+// engine), each gets the clients a node process would have, and the
+// result is both nodes'.
+func runPoint(nodes []*lock.Node, tr *countingTransport, sp Spec, ready func() error) (NodeResult, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var cl clients
 	var err error
-	if sp.Engine == engineEtcd {
+	switch {
+	case sp.Engine == engineEtcd:
 		cl, err = newEtcdClients(ctx, sp)
-	} else {
-		cl, err = newLockClients(ctx, n, sp)
+	case len(nodes) == 1:
+		cl, err = newLockClients(ctx, nodes[0], sp)
+	default:
+		cl, err = newPairClients(ctx, nodes, sp)
 	}
 	if err != nil {
 		return NodeResult{}, err
@@ -209,7 +222,9 @@ func runPoint(n *lock.Node, tr *countingTransport, sp Spec, ready func() error) 
 		res.Messages[m] -= c
 	}
 	res.PeakRSSMB = float64(peakRSS()) / (1 << 20)
-	res.LostHolders = n.Stats().LostHolders
+	for _, n := range nodes {
+		res.LostHolders += n.Stats().LostHolders
+	}
 	return res, nil
 }
 

@@ -48,8 +48,11 @@ func summarize(results []Result) []summary {
 
 // label names a point in tables and figures.
 func (p point) label() string {
-	if p.Engine == engineEtcd {
+	switch p.Engine {
+	case engineEtcd:
 		return fmt.Sprintf("etcd Mutex, %s clients", thousands(float64(p.Clients)))
+	case engineInproc:
+		return "in-process, no transport (bound)"
 	}
 	return p.Engine
 }
@@ -74,6 +77,12 @@ func writeReport(cfg Config, results []Result, took time.Duration) error {
 	}
 	b.WriteString("- two lock node processes on loopback, each with its own clients; fresh processes for every run; " +
 		"locks/s = locks taken on both nodes ÷ the longer node's time. A two-node lock (designs 1 and 3) counts once.\n")
+	if slices.ContainsFunc(sums, func(s summary) bool { return s.p.Engine == engineInproc }) {
+		b.WriteString("- design 1's \"in-process, no transport (bound)\" row is a bound, not a competitor: both nodes in one process, " +
+			"each calling the other's lock service directly on the caller's goroutine (arguments copied, nothing encoded). " +
+			"Its CPU per lock is the lock layer, the clients and the Go runtime alone, which every transport pays too; " +
+			"plain's CPU per lock over it is the most any transport could gain on plain rpcx with this lock layer (Ratios below).\n")
+	}
 	fmt.Fprintf(&b, "- designs 1 and 3 draw keys from a pool of %s; lock nodes' NodeTimeout %v\n\n", thousands(float64(cfg.Pool)), cfg.NodeTimeout)
 	fmt.Fprintf(&b, "![locks per second for elock's designs 1, 3 and 4: rpcxbatch, plain rpcx and etcd's mutex](%s)\n\n", fig)
 	b.WriteString("| design | engine | clients per node | txns per client | locks/s | locks | time s | deadlock retries | restarted txns | errors | CPU µs per lock | CPU s per node | peak RSS MB per node | load at start | notes |\n")
@@ -89,6 +98,9 @@ func writeReport(cfg Config, results []Result, took time.Duration) error {
 		}
 		if r.LostHolders > 0 {
 			notes = append(notes, fmt.Sprintf("%d holders dropped as lost (missed pings)", r.LostHolders))
+		}
+		if r.Engine == engineInproc {
+			notes = append(notes, "a bound, not a competitor: both nodes in one process, no transport; CPU and RSS are the process's")
 		}
 		if len(s.runs) > 1 {
 			notes = append(notes, fmt.Sprintf("runs %s–%s locks/s", thousands(s.runs[0].LocksPerS), thousands(s.runs[len(s.runs)-1].LocksPerS)))
@@ -141,6 +153,7 @@ func ratios(sums []summary) []string {
 			out = append(out, fmt.Sprintf("design 1: rpcxbatch = %.1f× etcd's mutex at its best client count (%s locks/s)", batch.LocksPerS/best, thousands(best)))
 		}
 	}
+	out = append(out, boundLines(sums)...)
 	if b3, ok := find(3, engineBatch); ok {
 		if p3, ok := find(3, enginePlain); ok && p3.LocksPerS > 0 {
 			out = append(out, fmt.Sprintf("design 3: rpcxbatch %s locks/s = %.2f× plain rpcx (%s); run by run %s; restarted transactions %.2f %% and %.2f %%",

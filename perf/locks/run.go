@@ -51,6 +51,9 @@ type Result struct {
 	Messages map[string]int64 `json:"messages,omitempty"`
 	LoadAvg  string           `json:"loadavg_at_start"`
 	Cores    int              `json:"cores"`
+	// Note says what a row is when its engine is not a competitor (the
+	// in-process bound).
+	Note string `json:"note,omitempty"`
 }
 
 func (c Config) points() []point {
@@ -64,6 +67,9 @@ func (c Config) points() []point {
 			}
 			for _, n := range c.EtcdClients {
 				ps = append(ps, point{1, engineEtcd, n, max(1, (c.EtcdLocks+2*n-1)/(2*n))})
+			}
+			if !c.NoInproc {
+				ps = append(ps, point{1, engineInproc, c.Clients, c.Txns1})
 			}
 		case 3:
 			ps = append(ps, point{3, engineBatch, c.Clients, c.Txns3})
@@ -131,12 +137,15 @@ func run(ctx context.Context, cfg Config) error {
 	return writeReport(cfg, results, time.Since(start))
 }
 
-// runOne starts two fresh node processes, runs p on both at once and
-// stops them.
+// runOne starts two fresh node processes (one holding both nodes, for
+// the in-process engine), runs p on both at once and stops them.
 func runOne(ctx context.Context, cfg Config, p point, run int, etcd *etcdtest.Etcd) (Result, error) {
-	transport := engineBatch
-	if p.Engine == enginePlain {
+	transport, procs := engineBatch, 2
+	switch p.Engine {
+	case enginePlain:
 		transport = enginePlain
+	case engineInproc:
+		transport, procs = engineInproc, 1
 	}
 	var nodes []*nodeProc
 	defer func() {
@@ -144,14 +153,17 @@ func runOne(ctx context.Context, cfg Config, p point, run int, etcd *etcdtest.Et
 			np.stop()
 		}
 	}()
-	for range 2 {
+	for range procs {
 		np, err := startNode(ctx, transport, cfg.NodeTimeout)
 		if err != nil {
 			return Result{}, err
 		}
 		nodes = append(nodes, np)
 	}
-	addrs := []string{nodes[0].addr, nodes[1].addr}
+	var addrs []string // the pair names its own nodes
+	if procs == 2 {
+		addrs = []string{nodes[0].addr, nodes[1].addr}
+	}
 	seed := uint64(time.Now().UnixNano())
 	for i, np := range nodes {
 		sp := Spec{Design: p.Design, Engine: p.Engine, Clients: p.Clients, Txns: p.Txns, Pool: cfg.Pool,
@@ -172,6 +184,9 @@ func runOne(ctx context.Context, cfg Config, p point, run int, etcd *etcdtest.Et
 	res := Result{Time: time.Now().UTC().Format(time.RFC3339), Design: p.Design, Engine: p.Engine,
 		ClientsPerNode: p.Clients, Nodes: 2, TxnsPerClient: p.Txns, LocksPerTxn: locksPerTxn(p.Design),
 		Run: run, LoadAvg: loadAvg(), Cores: runtime.NumCPU()}
+	if p.Engine == engineInproc {
+		res.Note = inprocNote
+	}
 	for _, np := range nodes {
 		if err := np.send("GO"); err != nil {
 			return Result{}, err
