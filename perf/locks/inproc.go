@@ -146,65 +146,45 @@ func (t *inprocNet) Close() error {
 	return nil
 }
 
-// dispatch calls svc's method with a copy of args.
+// dispatch calls svc's method with a copy of args: the struct, and the
+// slices in it (TestInprocCopiesEveryReference keeps the list whole).
 func dispatch(ctx context.Context, svc *lock.Service, method string, args, reply any) error {
 	switch method {
 	case "Acquire":
-		a, r, err := typed[lock.AcquireArgs, lock.AcquireReply](args, reply)
-		if err != nil {
-			return err
-		}
-		c := *a
-		c.Keys, c.Released = slices.Clone(a.Keys), slices.Clone(a.Released)
-		return svc.Acquire(ctx, &c, r)
+		return callCopy(ctx, svc.Acquire, args, reply, func(a *lock.AcquireArgs) {
+			a.Keys, a.Released = slices.Clone(a.Keys), slices.Clone(a.Released)
+		})
 	case "Release":
-		a, r, err := typed[lock.ReleaseArgs, lock.Ack](args, reply)
-		if err != nil {
-			return err
-		}
-		c := *a
-		c.Keys = slices.Clone(a.Keys)
-		return svc.Release(ctx, &c, r)
-	case "Abort":
-		return callCopy(ctx, svc.Abort, args, reply)
-	case "Drop":
-		return callCopy(ctx, svc.Drop, args, reply)
-	case "Answer":
-		return callCopy(ctx, svc.Answer, args, reply)
-	case "Status":
-		return callCopy(ctx, svc.Status, args, reply)
-	case "Ping":
-		return callCopy(ctx, svc.Ping, args, reply)
+		return callCopy(ctx, svc.Release, args, reply, func(a *lock.ReleaseArgs) { a.Keys = slices.Clone(a.Keys) })
 	case "Probe":
-		a, r, err := typed[lock.ProbeArgs, lock.Ack](args, reply)
-		if err != nil {
-			return err
-		}
-		c := *a
-		c.Path = slices.Clone(a.Path)
-		return svc.Probe(ctx, &c, r)
+		return callCopy(ctx, svc.Probe, args, reply, func(a *lock.ProbeArgs) { a.Path = slices.Clone(a.Path) })
+	case "Abort":
+		return callCopy(ctx, svc.Abort, args, reply, nil)
+	case "Drop":
+		return callCopy(ctx, svc.Drop, args, reply, nil)
+	case "Answer":
+		return callCopy(ctx, svc.Answer, args, reply, nil)
+	case "Status":
+		return callCopy(ctx, svc.Status, args, reply, nil)
+	case "Ping":
+		return callCopy(ctx, svc.Ping, args, reply, nil)
 	case "Verdict":
-		return callCopy(ctx, svc.Verdict, args, reply)
+		return callCopy(ctx, svc.Verdict, args, reply, nil)
 	}
 	return fmt.Errorf("%w: %s.%s", errInprocMethod, lock.ServicePath, method)
 }
 
-// callCopy runs a method whose args hold no slice, map or pointer: a copy of
-// the struct is the handler's own.
-func callCopy[A, R any](ctx context.Context, m func(context.Context, *A, *R) error, args, reply any) error {
-	a, r, err := typed[A, R](args, reply)
-	if err != nil {
-		return err
-	}
-	c := *a
-	return m(ctx, &c, r)
-}
-
-func typed[A, R any](args, reply any) (*A, *R, error) {
+// callCopy runs method m on a copy of args: the struct, then deep (nil
+// for arguments that hold no slice) for what it points to.
+func callCopy[A, R any](ctx context.Context, m func(context.Context, *A, *R) error, args, reply any, deep func(*A)) error {
 	a, ok := args.(*A)
 	r, ok2 := reply.(*R)
 	if !ok || !ok2 || a == nil || r == nil {
-		return nil, nil, fmt.Errorf("%w: %T and %T", errInprocType, args, reply)
+		return fmt.Errorf("%w: %T and %T", errInprocType, args, reply)
 	}
-	return a, r, nil
+	c := *a
+	if deep != nil {
+		deep(&c)
+	}
+	return m(ctx, &c, r)
 }

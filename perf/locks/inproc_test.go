@@ -101,8 +101,10 @@ func TestInprocPairMutualExclusion(t *testing.T) {
 }
 
 // The handler gets its own arguments: Release with All writes the keys
-// it gives back into its args, and a queued Acquire keeps its args past
-// the reply, while the caller reuses its own once the reply came.
+// it gives back into its args (and a queued Acquire keeps its args past
+// the reply, while the caller reuses its own once the reply came). This
+// shows the struct is the handler's; TestInprocCopiesEveryReference, that
+// the slices in it are.
 func TestInprocHandlerCopiesArgs(t *testing.T) {
 	inet, _, nodes := inprocPair(t)
 	h, err := nodes[0].NewHolder(context.Background())
