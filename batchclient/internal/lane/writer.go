@@ -34,6 +34,10 @@ type writerState struct {
 	// left to the writer goroutine (combine.go): the next bytes on the
 	// socket, before anything else.
 	rest []byte
+	// argBufs holds the argument buffers of Call entries whose payloads
+	// are in a frame already (argBufs.go), for the next ones to encode
+	// into.
+	argBufs argBufs
 }
 
 // writeLoop is the writer goroutine; it ends when the lane dies.
@@ -87,7 +91,7 @@ func (l *Lane) flush(ws *writerState, bound time.Time, frames int) error {
 			}
 			ws.batch = ws.out
 		}
-		if ws.out = l.encodeDeferred(ws.out, &ws.fc, l.bw.room()); len(ws.out) == 0 {
+		if ws.out = l.encodeDeferred(ws, ws.out, l.bw.room()); len(ws.out) == 0 {
 			continue
 		}
 		if l.draining.Load() {
@@ -122,8 +126,8 @@ func (l *Lane) flush(ws *writerState, bound time.Time, frames int) error {
 // after it stay as they are until the window has room), and returns the
 // batch without those not to be sent: withdrawn by their callers, or
 // failed to encode (their calls fail here). Their places in the window go
-// back.
-func (l *Lane) encodeDeferred(batch []*entry, fc *fastcodec.Codec, budget int64) []*entry {
+// back. ws is the socket owner's: its codec and its argument buffers.
+func (l *Lane) encodeDeferred(ws *writerState, batch []*entry, budget int64) []*entry {
 	kept, dropped := batch[:0], 0
 	for _, e := range batch {
 		if !e.deferred || budget <= 0 {
@@ -141,7 +145,7 @@ func (l *Lane) encodeDeferred(batch []*entry, fc *fastcodec.Codec, budget int64)
 			dropped++ // withdrawn: the call is over, and e is its caller's
 			continue
 		}
-		err := l.encodeDeferredArgs(e, fc)
+		err := l.encodeDeferredArgs(ws, e)
 		if err == nil {
 			e.argState.Store(argsEncoded)
 			kept = append(kept, e)
@@ -164,11 +168,13 @@ func (l *Lane) encodeDeferred(batch []*entry, fc *fastcodec.Codec, budget int64)
 }
 
 // encodeDeferredArgs encodes a deferred entry's arguments as its payload.
-func (l *Lane) encodeDeferredArgs(e *entry, fc *fastcodec.Codec) error {
+func (l *Lane) encodeDeferredArgs(ws *writerState, e *entry) error {
 	if cap(e.buf) == 0 {
-		e.buf = l.newPayloadBuf()
+		if e.buf = ws.argBufs.get(); e.buf == nil {
+			e.buf = l.newPayloadBuf()
+		}
 	}
-	payload, err := encodeArgs(fc, e.buf[:0], l.cfg.SerializeType, e.args)
+	payload, err := encodeArgs(&ws.fc, e.buf[:0], l.cfg.SerializeType, e.args)
 	if err != nil {
 		return err
 	}
@@ -199,7 +205,7 @@ func (l *Lane) writeFrames(ws *writerState, batch []*entry, bound time.Time) ([]
 		if bound.IsZero() {
 			l.writerFrames.Add(1) // only the writer goroutine writes unbounded
 		}
-		buf = l.appendFrame(buf, *frameSeq, batch[:n])
+		buf = l.appendFrame(ws, buf, *frameSeq, batch[:n])
 		batch = batch[n:]
 	}
 	return buf, l.write(ws, buf, bound)
@@ -207,7 +213,7 @@ func (l *Lane) writeFrames(ws *writerState, batch []*entry, bound time.Time) ([]
 
 // appendFrame appends batch as one rpcx message and recycles its entries
 // (a deferred entry goes back to its caller instead).
-func (l *Lane) appendFrame(buf []byte, frameSeq uint64, batch []*entry) []byte {
+func (l *Lane) appendFrame(ws *writerState, buf []byte, frameSeq uint64, batch []*entry) []byte {
 	h := codec.OnewayHeader(frameSeq)
 	var meta map[string]string
 	if token := l.cfg.Auth(); token != "" {
@@ -228,10 +234,10 @@ func (l *Lane) appendFrame(buf []byte, frameSeq uint64, batch []*entry) []byte {
 		buf = codec.AppendEntry(buf, &e.Entry)
 		if e.deferred {
 			// Copied into the frame: a caller waiting for its reply need
-			// not keep a large encoding of its arguments alive.
-			if cap(e.buf) > maxKeptPayload {
-				e.buf, e.Payload = nil, nil
-			}
+			// not keep the encoding of its arguments; the next Call entry
+			// encodes into it while it is still in cache (argBufs.go).
+			ws.argBufs.put(e.buf)
+			e.buf, e.Payload = nil, nil
 			e.argState.Store(argsDone) // from here on e is its caller's
 		} else {
 			putEntry(e)
