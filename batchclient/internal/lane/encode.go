@@ -89,7 +89,7 @@ func (l *Lane) newDeferredEntry(ctx context.Context, path, method string, args a
 	if share.Codecs[l.cfg.SerializeType] == nil {
 		return nil, ErrUnsupportedCodec
 	}
-	e := getEntry()
+	e := getCallEntry()
 	e.deferred, e.args = true, args
 	e.Kind, e.ServicePath, e.ServiceMethod = codec.KindCall, path, method
 	e.SerializeType = uint8(l.cfg.SerializeType)

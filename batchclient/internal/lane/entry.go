@@ -63,7 +63,15 @@ func (e *entry) withdraw() {
 // would make the pool hold payload-sized memory per caller.
 const maxKeptPayload = 4 << 10
 
-var entryPool = sync.Pool{New: func() any { return new(entry) }}
+// entryPool holds the entries of casts, sends and Go calls, encoded by
+// their callers, each with its payload buffer; callEntryPool those of
+// Call, encoded by the socket's owner, which gives their buffers to the
+// next Call entries (argBufs.go) and so returns them without one. Apart,
+// a cast after a Call still finds an entry with a buffer.
+var (
+	entryPool     = sync.Pool{New: func() any { return new(entry) }}
+	callEntryPool = sync.Pool{New: func() any { return new(entry) }}
+)
 
 // minPayloadBuf is the least a fresh entry's payload buffer starts with.
 const minPayloadBuf = 64
@@ -89,13 +97,20 @@ func (l *Lane) notePayload(n int) {
 
 func getEntry() *entry { return entryPool.Get().(*entry) }
 
-// putEntry returns e to the pool once its payload has been copied into a
+// getCallEntry is a pooled entry for a Call (newDeferredEntry).
+func getCallEntry() *entry { return callEntryPool.Get().(*entry) }
+
+// putEntry returns e to its pool once its payload has been copied into a
 // frame (or it was never sent).
 func putEntry(e *entry) {
-	buf := e.buf
+	buf, deferred := e.buf, e.deferred
 	*e = entry{}
 	if cap(buf) <= maxKeptPayload {
 		e.buf = buf[:0]
+	}
+	if deferred {
+		callEntryPool.Put(e)
+		return
 	}
 	entryPool.Put(e)
 }
