@@ -36,9 +36,19 @@ func main() {
 	}
 }
 
-// floor is what one run measured, in KiB.
+// floor is what one run measured: RSS in KiB, and the live heap (after a
+// collection) in bytes, which shows the goroutine records alone.
 type floor struct {
-	idle, peak, after int64
+	idle, peak, after   int64
+	heapIdle, heapAfter uint64
+}
+
+// liveHeap is the heap's live bytes after a collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }
 
 func run(w io.Writer, n int, wait time.Duration) error {
@@ -46,14 +56,15 @@ func run(w io.Writer, n int, wait time.Duration) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "RSS KiB: idle %d, %d goroutines alive %d, %v after they ended (FreeOSMemory) %d: %.2f× idle\n",
-		f.idle, n, f.peak, wait, f.after, float64(f.after)/float64(f.idle))
+	fmt.Fprintf(w, "RSS KiB: idle %d, %d goroutines alive %d, %v after they ended (FreeOSMemory) %d: %.2f× idle; live heap after a collection %d → %d KiB\n",
+		f.idle, n, f.peak, wait, f.after, float64(f.after)/float64(f.idle), f.heapIdle>>10, f.heapAfter>>10)
 	return nil
 }
 
 func measure(n int, wait time.Duration) (floor, error) {
 	var f floor
 	var err error
+	f.heapIdle = liveHeap()
 	debug.FreeOSMemory()
 	if f.idle, err = rssKiB(); err != nil {
 		return f, err
@@ -85,6 +96,7 @@ func measure(n int, wait time.Duration) (floor, error) {
 		}
 		time.Sleep(min(left, 10*time.Second))
 	}
+	f.heapAfter = liveHeap()
 	f.after, err = rssKiB()
 	return f, err
 }
