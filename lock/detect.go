@@ -15,7 +15,11 @@ import (
 // request waits on. A multi-node request asks its first node (in the
 // cluster-wide order, see LockOn) alone and the others once it is granted
 // there, telling them that its holder holds something, so they walk at
-// once if they make it wait. A walk that comes back to
+// once if they make it wait. A walk that reaches a holder of another node
+// through a key it holds goes on through that holder's node, which ends
+// the branch when the holder has released the key already (its release
+// lingers, or is on its way: the wait ends by itself; stalehold.go). A
+// walk that comes back to
 // the request it started from has found a cycle, and the youngest holder
 // on the cycle loses: its queued request fails with ErrDeadlock; it keeps
 // what it held before. A branch of a walk that visits more than ProbeLimit
@@ -46,6 +50,11 @@ type ProbeArgs struct {
 	Path   []Hop
 	Expand OwnerID
 	Visits int
+	// Held, when not 0, says that the walk reached Expand through a hold:
+	// the last request on Path waits, on its node, for its key, which
+	// Expand holds there since its request Held asked for it. Expand's
+	// own node is the one that knows whether Expand released it since.
+	Held uint64
 }
 
 // VerdictArgs fails one queued request (a deadlock's loser, or a walk
@@ -137,6 +146,16 @@ func (n *Node) walk(w *waiter) {
 // when x is a holder of this node, sends the walk on to the other nodes
 // its request in progress waits on.
 func (n *Node) expandOwner(p *ProbeArgs, x OwnerID) {
+	if n.releasedOn(p, x) {
+		// The hold the walk came through is released: no edge.
+		return
+	}
+	if len(p.Path) > 0 && x == p.Path[0].Owner {
+		// Back at the start, through a hold that x still has (the walk
+		// came here to ask, see expandWaiter).
+		n.cycle(p.Path)
+		return
+	}
 	if !n.memo.first(walkKey{p.Walk, x}) {
 		return
 	}
@@ -150,15 +169,16 @@ func (n *Node) expandOwner(p *ProbeArgs, x OwnerID) {
 	h := n.holders[x]
 	n.mu.Unlock()
 	if h != nil {
-		n.forwardProbe(p, x, h.o.whereWaits())
+		n.forwardProbe(p, x, 0, h.o.whereWaits())
 	}
 }
 
-// forwardProbe sends the walk p on to nodes, to expand holder x there.
-func (n *Node) forwardProbe(p *ProbeArgs, x OwnerID, nodes []string) {
+// forwardProbe sends the walk p on to nodes, to expand holder x there;
+// held is ProbeArgs.Held.
+func (n *Node) forwardProbe(p *ProbeArgs, x OwnerID, held uint64, nodes []string) {
 	for _, addr := range nodes {
 		if addr != n.cfg.Addr {
-			n.castTo(addr, "Probe", &ProbeArgs{Walk: p.Walk, Path: p.Path, Expand: x, Visits: p.Visits})
+			n.castTo(addr, "Probe", &ProbeArgs{Walk: p.Walk, Path: p.Path, Expand: x, Visits: p.Visits, Held: held})
 		}
 	}
 }
@@ -174,31 +194,56 @@ func (n *Node) expandWaiter(p *ProbeArgs, w *waiter) {
 			n.verdict(origin, codeProbeLimit)
 			return
 		}
+		// A holder of another node may have released what it holds here
+		// (the release lingers, or is on its way): only its node knows.
+		var held uint64
+		if b.id.Node != n.inc {
+			held = holdSeq(b, w.key)
+		}
 		if b.id == origin.Owner {
-			victim := path[0]
-			for _, h := range path[1:] {
-				if younger(h.Age, h.Owner, victim.Age, victim.Owner) {
-					victim = h
-				}
+			if held != 0 {
+				// The cycle's last edge is a hold of another node's
+				// holder: its node declares the cycle unless the hold
+				// is released (expandOwner).
+				n.forwardProbe(&ProbeArgs{Walk: p.Walk, Path: path, Visits: p.Visits}, b.id, held, []string{b.originAddr()})
+				return
 			}
-			n.verdict(victim, codeDeadlock)
+			n.cycle(path)
 			return
 		}
 		if onPath(path, b.id) {
 			continue
 		}
 		next := &ProbeArgs{Walk: p.Walk, Path: path, Visits: p.Visits}
+		// Its requests queued here wait indeed: a request of b here
+		// carried b's releases here, so a hold of b here is real once
+		// b has one.
 		n.expandOwner(next, b.id)
 		p.Visits = next.Visits
 		// A holder of another node: its node knows where its request in
 		// progress waits, and sends the walk on there.
 		if b.id.Node != n.inc {
-			b.mu.Lock()
-			origin := b.origin
-			b.mu.Unlock()
-			n.forwardProbe(next, b.id, []string{origin})
+			n.forwardProbe(next, b.id, held, []string{b.originAddr()})
 		}
 	}
+}
+
+// cycle fails the request of the youngest holder on path, a cycle.
+func (n *Node) cycle(path []Hop) {
+	victim := path[0]
+	for _, h := range path[1:] {
+		if younger(h.Age, h.Owner, victim.Age, victim.Owner) {
+			victim = h
+		}
+	}
+	n.verdict(victim, codeDeadlock)
+}
+
+// originAddr returns the address of proxy o's holder's node.
+func (o *owner) originAddr() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.origin
 }
 
 func onPath(path []Hop, id OwnerID) bool {
