@@ -16,10 +16,11 @@ import (
 // cluster-wide order, see LockOn) alone and the others once it is granted
 // there, telling them that its holder holds something, so they walk at
 // once if they make it wait. A walk that reaches a holder of another node
-// through a key it holds goes on through that holder's node, which ends
-// the branch when the holder has released the key already (its release
-// lingers, or is on its way: the wait ends by itself; stalehold.go). A
-// walk that comes back to
+// goes on through that holder's node, which ends the branch when the
+// holder has released the key already (its release lingers, or is on its
+// way) or the request that took or waits for it has failed (its Abort is
+// on its way): that wait ends by itself (stalehold.go). A walk that
+// comes back to
 // the request it started from has found a cycle, and the youngest holder
 // on the cycle loses: its queued request fails with ErrDeadlock; it keeps
 // what it held before. A branch of a walk that visits more than ProbeLimit
@@ -50,10 +51,12 @@ type ProbeArgs struct {
 	Path   []Hop
 	Expand OwnerID
 	Visits int
-	// Held, when not 0, says that the walk reached Expand through a hold:
-	// the last request on Path waits, on its node, for its key, which
-	// Expand holds there since its request Held asked for it. Expand's
-	// own node is the one that knows whether Expand released it since.
+	// Held, when not 0, says that the walk reached Expand from the last
+	// request on Path, which waits on its node for its key behind Expand:
+	// behind a hold there that Expand's request Held asked for last, or
+	// behind Expand's requests up to Held. Expand's own node is the one
+	// that knows whether Expand let that key go there since, or saw those
+	// requests fail (blockSeq, goneEdge).
 	Held uint64
 }
 
@@ -146,12 +149,12 @@ func (n *Node) walk(w *waiter) {
 // when x is a holder of this node, sends the walk on to the other nodes
 // its request in progress waits on.
 func (n *Node) expandOwner(p *ProbeArgs, x OwnerID) {
-	if n.releasedOn(p, x) {
-		// The hold the walk came through is released: no edge.
+	if n.goneEdge(p, x) {
+		// The edge the walk came by ends by itself.
 		return
 	}
 	if len(p.Path) > 0 && x == p.Path[0].Owner {
-		// Back at the start, through a hold that x still has (the walk
+		// Back at the start, by an edge that x's account keeps (the walk
 		// came here to ask, see expandWaiter).
 		n.cycle(p.Path)
 		return
@@ -194,17 +197,17 @@ func (n *Node) expandWaiter(p *ProbeArgs, w *waiter) {
 			n.verdict(origin, codeProbeLimit)
 			return
 		}
-		// A holder of another node may have released what it holds here
-		// (the release lingers, or is on its way): only its node knows.
+		// A holder of another node may have let go of what blocks here
+		// (a release or an Abort on its way): only its node knows.
 		var held uint64
 		if b.id.Node != n.inc {
-			held = holdSeq(b, w.key)
+			held = blockSeq(b, w.key)
 		}
 		if b.id == origin.Owner {
 			if held != 0 {
-				// The cycle's last edge is a hold of another node's
-				// holder: its node declares the cycle unless the hold
-				// is released (expandOwner).
+				// The cycle's last edge is owed to another node's
+				// holder: its node declares the cycle unless the edge
+				// is gone by its account (expandOwner).
 				n.forwardProbe(&ProbeArgs{Walk: p.Walk, Path: path, Visits: p.Visits}, b.id, held, []string{b.originAddr()})
 				return
 			}
@@ -215,9 +218,9 @@ func (n *Node) expandWaiter(p *ProbeArgs, w *waiter) {
 			continue
 		}
 		next := &ProbeArgs{Walk: p.Walk, Path: path, Visits: p.Visits}
-		// Its requests queued here wait indeed: a request of b here
-		// carried b's releases here, so a hold of b here is real once
-		// b has one.
+		// b's requests queued here are expanded without asking b's
+		// node: while b has one here, what it let go of here before it
+		// is given back here (the request carried it).
 		n.expandOwner(next, b.id)
 		p.Visits = next.Visits
 		// A holder of another node: its node knows where its request in
