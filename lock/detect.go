@@ -15,7 +15,12 @@ import (
 // request waits on. A multi-node request asks its first node (in the
 // cluster-wide order, see LockOn) alone and the others once it is granted
 // there, telling them that its holder holds something, so they walk at
-// once if they make it wait. A walk that comes back to
+// once if they make it wait. A walk that reaches a holder of another node
+// goes on through that holder's node, which ends the branch when the
+// holder has released the key already (its release lingers, or is on its
+// way) or the request that took or waits for it has failed (its Abort is
+// on its way): that wait ends by itself (stalehold.go). A walk that
+// comes back to
 // the request it started from has found a cycle, and the youngest holder
 // on the cycle loses: its queued request fails with ErrDeadlock; it keeps
 // what it held before. A branch of a walk that visits more than ProbeLimit
@@ -46,6 +51,13 @@ type ProbeArgs struct {
 	Path   []Hop
 	Expand OwnerID
 	Visits int
+	// Held, when not 0, says that the walk reached Expand from the last
+	// request on Path, which waits on its node for its key behind Expand:
+	// behind a hold there that Expand's request Held asked for last, or
+	// behind Expand's requests up to Held. Expand's own node is the one
+	// that knows whether Expand let that key go there since, or saw those
+	// requests fail (blockSeq, goneEdge).
+	Held uint64
 }
 
 // VerdictArgs fails one queued request (a deadlock's loser, or a walk
@@ -137,6 +149,16 @@ func (n *Node) walk(w *waiter) {
 // when x is a holder of this node, sends the walk on to the other nodes
 // its request in progress waits on.
 func (n *Node) expandOwner(p *ProbeArgs, x OwnerID) {
+	if n.goneEdge(p, x) {
+		// The edge the walk came by ends by itself.
+		return
+	}
+	if len(p.Path) > 0 && x == p.Path[0].Owner {
+		// Back at the start, by an edge that x's account keeps (the walk
+		// came here to ask, see expandWaiter).
+		n.cycle(p.Path)
+		return
+	}
 	if !n.memo.first(walkKey{p.Walk, x}) {
 		return
 	}
@@ -150,15 +172,16 @@ func (n *Node) expandOwner(p *ProbeArgs, x OwnerID) {
 	h := n.holders[x]
 	n.mu.Unlock()
 	if h != nil {
-		n.forwardProbe(p, x, h.o.whereWaits())
+		n.forwardProbe(p, x, 0, h.o.whereWaits())
 	}
 }
 
-// forwardProbe sends the walk p on to nodes, to expand holder x there.
-func (n *Node) forwardProbe(p *ProbeArgs, x OwnerID, nodes []string) {
+// forwardProbe sends the walk p on to nodes, to expand holder x there;
+// held is ProbeArgs.Held.
+func (n *Node) forwardProbe(p *ProbeArgs, x OwnerID, held uint64, nodes []string) {
 	for _, addr := range nodes {
 		if addr != n.cfg.Addr {
-			n.castTo(addr, "Probe", &ProbeArgs{Walk: p.Walk, Path: p.Path, Expand: x, Visits: p.Visits})
+			n.castTo(addr, "Probe", &ProbeArgs{Walk: p.Walk, Path: p.Path, Expand: x, Visits: p.Visits, Held: held})
 		}
 	}
 }
@@ -174,31 +197,56 @@ func (n *Node) expandWaiter(p *ProbeArgs, w *waiter) {
 			n.verdict(origin, codeProbeLimit)
 			return
 		}
+		// A holder of another node may have let go of what blocks here
+		// (a release or an Abort on its way): only its node knows.
+		var held uint64
+		if b.id.Node != n.inc {
+			held = blockSeq(b, w.key)
+		}
 		if b.id == origin.Owner {
-			victim := path[0]
-			for _, h := range path[1:] {
-				if younger(h.Age, h.Owner, victim.Age, victim.Owner) {
-					victim = h
-				}
+			if held != 0 {
+				// The cycle's last edge is owed to another node's
+				// holder: its node declares the cycle unless the edge
+				// is gone by its account (expandOwner).
+				n.forwardProbe(&ProbeArgs{Walk: p.Walk, Path: path, Visits: p.Visits}, b.id, held, []string{b.originAddr()})
+				return
 			}
-			n.verdict(victim, codeDeadlock)
+			n.cycle(path)
 			return
 		}
 		if onPath(path, b.id) {
 			continue
 		}
 		next := &ProbeArgs{Walk: p.Walk, Path: path, Visits: p.Visits}
+		// b's requests queued here are expanded without asking b's
+		// node: while b has one here, what it let go of here before it
+		// is given back here (the request carried it).
 		n.expandOwner(next, b.id)
 		p.Visits = next.Visits
 		// A holder of another node: its node knows where its request in
 		// progress waits, and sends the walk on there.
 		if b.id.Node != n.inc {
-			b.mu.Lock()
-			origin := b.origin
-			b.mu.Unlock()
-			n.forwardProbe(next, b.id, []string{origin})
+			n.forwardProbe(next, b.id, held, []string{b.originAddr()})
 		}
 	}
+}
+
+// cycle fails the request of the youngest holder on path, a cycle.
+func (n *Node) cycle(path []Hop) {
+	victim := path[0]
+	for _, h := range path[1:] {
+		if younger(h.Age, h.Owner, victim.Age, victim.Owner) {
+			victim = h
+		}
+	}
+	n.verdict(victim, codeDeadlock)
+}
+
+// originAddr returns the address of proxy o's holder's node.
+func (o *owner) originAddr() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.origin
 }
 
 func onPath(path []Hop, id OwnerID) bool {

@@ -40,6 +40,14 @@ type Holder struct {
 	spare *acquireCall
 	// askedBuf holds the other nodes its request in progress asked.
 	askedBuf [2]string
+
+	// viewMu guards, besides mu, what the deadlock walk reads while a
+	// request runs (stalehold.go): remote's list and each entry's keys
+	// (written under both mutexes, read under either), and ended.
+	viewMu sync.Mutex
+	// ended is the last request to other nodes that ended: a hold there
+	// that a later request asked for is its request in progress's.
+	ended uint64
 }
 
 // ID returns the holder's cluster-wide id.

@@ -16,7 +16,11 @@ import (
 // the nodes in one order for every holder (the first, then the rest)
 // means a request waits on the first node holding nothing, so no such
 // cycle forms. The invariant (one exclusive holder at a time) must hold
-// throughout, and the retries must stay a small share of the rounds.
+// throughout, and the retries must stay a small share of the rounds. A
+// holder holds one key, so no cycle is real: before the walk asked the
+// holder's node about a hold released already whose release is still on
+// its way to the second node (issue 15), that made 1 to 9 retries a run
+// under the race detector; since, none in 163 runs of 165, one in two.
 func TestHotKeyTwoNodesFewDeadlocks(t *testing.T) {
 	// 200 holders on one key keep both cores busy under the race
 	// detector, and the nodes' pings then missed the default NodeTimeout
@@ -73,9 +77,7 @@ func TestHotKeyTwoNodesFewDeadlocks(t *testing.T) {
 	if done.Load() != holders*rounds {
 		t.Fatalf("%d of %d rounds done within 90 s (%d deadlock retries)", done.Load(), holders*rounds, retries.Load())
 	}
-	// A retry now and then (a release still on its way to the second
-	// node when the next holder arrives there) is allowed; one per ten
-	// rounds is not.
+	// A retry now and then is allowed; one per ten rounds is not.
 	if r := retries.Load(); r > holders*rounds/10 {
 		t.Fatalf("%d deadlock retries for %d rounds: a hot key on two nodes deadlocks with itself", r, holders*rounds)
 	}

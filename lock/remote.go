@@ -138,6 +138,7 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 		r.failed()
 		return lockOnErr(len(keys), mode, len(nodes), err)
 	}
+	h.viewMu.Lock()
 	for _, nd := range r.asked {
 		rh := h.remoteOf(nd)
 		for _, k := range keys {
@@ -149,6 +150,8 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 		rh.released = rh.released[:0]
 		rh.ok = seq
 	}
+	h.ended = seq
+	h.viewMu.Unlock()
 	clear(r.asked)
 	return nil
 }
@@ -158,6 +161,11 @@ func (r *request) failed() {
 	h := r.h
 	// The calls still in flight are withdrawn.
 	h.endRequestCtx()
+	// What it took elsewhere is no hold of the holder's: the Abort below
+	// gives it back (stalehold.go).
+	h.viewMu.Lock()
+	h.ended = r.seq
+	h.viewMu.Unlock()
 	for _, nd := range r.asked {
 		// A call that failed may still be encoded by the transport: its
 		// list of releases is its own from here.
@@ -302,7 +310,9 @@ func (r *request) prepare(nd string, keys []string) target {
 	rh := h.remoteOf(nd)
 	if rh == nil {
 		rh = &remoteHolds{node: nd, keys: make(map[string]struct{})}
+		h.viewMu.Lock()
 		h.remote = append(h.remote, rh)
+		h.viewMu.Unlock()
 	}
 	rh.sent = r.seq
 	rh.carried()

@@ -20,17 +20,21 @@ func (h *Holder) releaseRemote(keys []string, linger bool) {
 			for k := range rh.keys {
 				rh.released = append(rh.released, k)
 			}
+			h.viewMu.Lock()
 			clear(rh.keys)
+			h.viewMu.Unlock()
 			h.sendRelease(nd, rh, nil, true, h.seq, linger)
 			continue
 		}
 		from := len(rh.released)
+		h.viewMu.Lock()
 		for _, k := range keys {
 			if _, ok := rh.keys[k]; ok {
 				delete(rh.keys, k)
 				rh.released = append(rh.released, k)
 			}
 		}
+		h.viewMu.Unlock()
 		mine := rh.released[from:]
 		if len(mine) == 0 {
 			continue
@@ -105,5 +109,7 @@ func (h *Holder) dropRemote() {
 		}
 		h.n.send(nd, "Drop", &DropArgs{Owner: h.o.id, LastSeq: rh.sent})
 	}
+	h.viewMu.Lock()
 	h.remote = nil
+	h.viewMu.Unlock()
 }
