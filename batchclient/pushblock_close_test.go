@@ -15,8 +15,11 @@ import (
 // With BidirectionalBlock a lane's reader waits for room in a push channel
 // nobody reads; a Close of the Client, or a Stop of that address, ends
 // the wait (as the README says): it returns, and the call waiting behind
-// the push fails instead of hanging. (Plain rpcx's reader stays blocked on
-// the channel for good, and its Close does not end that goroutine.)
+// the push returns instead of hanging: with an error, or with its reply
+// when the reader, let go by Stop, read the reply already on the wire
+// before the lane's end reached the call (seen once under load: a reply
+// that arrived is no error). (Plain rpcx's reader stays blocked on the
+// channel for good, and its Close does not end that goroutine.)
 func TestBlockedPushWaitEndedByCloseAndStop(t *testing.T) {
 	for _, end := range []string{"Close", "Stop"} {
 		addr, _, _ := newPushServer(t, false)
@@ -27,8 +30,8 @@ func TestBlockedPushWaitEndedByCloseAndStop(t *testing.T) {
 		c.RegisterServerMessageChan(addr, ch)
 
 		done := make(chan error, 1)
+		var reply testsvc.PushReply
 		go func() {
-			var reply testsvc.PushReply
 			done <- c.Call(ctxT(t, 30*time.Second), addr, "Pusher", "Push", &testsvc.PushArgs{N: 3, Tag: "b"}, &reply)
 		}()
 		require.Eventually(t, func() bool { return len(ch) == 1 }, 10*time.Second, time.Millisecond,
@@ -57,8 +60,10 @@ func TestBlockedPushWaitEndedByCloseAndStop(t *testing.T) {
 		}
 		select {
 		case err := <-done:
-			require.Error(t, err, "%s: the call behind the blocked push", end)
-			t.Logf("%s: the call failed with %v", end, err)
+			if err == nil {
+				require.Equal(t, testsvc.PushReply{N: 3, Tag: "b"}, reply, "%s: the call behind the blocked push succeeded with another reply", end)
+			}
+			t.Logf("%s: the call ended with %v", end, err)
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s: the call behind the blocked push never returned", end)
 		}
