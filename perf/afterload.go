@@ -41,17 +41,22 @@ type afterLoad struct {
 	// ServerIdleRelease and ClientIdleRelease are the server's and the
 	// batch client's WithIdleMemoryRelease (0: off).
 	ServerIdleRelease, ClientIdleRelease time.Duration
-	// IdleClient, IdleServer are both processes' RSS before the sweep,
-	// settled; IdleServerMem the server's breakdown then.
-	IdleClient, IdleServer float64
-	IdleServerMem          MemDetail
-	Paths                  []pathAfterLoad
+	// IdleClient is the client process's RSS before the sweep, settled.
+	IdleClient float64
+	// Shared says both paths ran against one server process
+	// (Config.SharedServer).
+	Shared bool
+	Paths  []pathAfterLoad
 }
 
 // pathAfterLoad is what one path's burst left behind.
 type pathAfterLoad struct {
 	Path  string
 	Burst Point
+	// IdleServer is the path's server's RSS before the sweep, settled,
+	// and IdleServerMem its breakdown then.
+	IdleServer    float64
+	IdleServerMem MemDetail
 	// Settled* are both processes' RSS settled right before the burst:
 	// idle, with the sweep's code and data paged in.
 	SettledClient, SettledServer float64
@@ -99,16 +104,17 @@ func burstPoint(points []Point) Point {
 }
 
 // measureAfterLoad runs each path's burst and wait (see above).
-func measureAfterLoad(ctx context.Context, env *runEnv, points []Point, idleClient, idleServer float64, stderr io.Writer) (afterLoad, error) {
-	a := afterLoad{Wait: env.cfg.AfterLoad, IdleClient: idleClient, IdleServer: idleServer,
-		ServerIdleRelease: env.cfg.ServerIdleRelease, ClientIdleRelease: env.cfg.ClientIdleRelease}
+func measureAfterLoad(ctx context.Context, cfg Config, envs pathEnvs, points []Point, idleClient float64, stderr io.Writer) (afterLoad, error) {
+	a := afterLoad{Wait: cfg.AfterLoad, IdleClient: idleClient, Shared: cfg.SharedServer,
+		ServerIdleRelease: cfg.ServerIdleRelease, ClientIdleRelease: cfg.ClientIdleRelease}
 	pt := burstPoint(points)
 	for _, path := range []string{pathBatch, pathPlain} {
-		if skipPath(path) {
+		env := envs[path]
+		if env == nil {
 			continue
 		}
 		fmt.Fprintf(stderr, "after the load, %s: %s w=%d pace=%dms × %d on a client kept open, then %v idle\n",
-			path, pt.Op, pt.Writers, pt.PaceMS, pt.Messages, env.cfg.AfterLoad)
+			path, pt.Op, pt.Writers, pt.PaceMS, pt.Messages, cfg.AfterLoad)
 		p, err := pathAfter(ctx, env, pt, path)
 		if err != nil {
 			return a, fmt.Errorf("after the load, %s: %w", path, err)
@@ -120,7 +126,7 @@ func measureAfterLoad(ctx context.Context, env *runEnv, points []Point, idleClie
 
 // pathAfter is one path's burst and wait.
 func pathAfter(ctx context.Context, env *runEnv, pt Point, path string) (pathAfterLoad, error) {
-	p := pathAfterLoad{Path: path, Burst: pt, ClientReleases: -1}
+	p := pathAfterLoad{Path: path, Burst: pt, ClientReleases: -1, IdleServer: env.idleServer, IdleServerMem: env.idleServerMem}
 	t, err := dialTarget(path, env.srv.addr, env.cfg)
 	if err != nil {
 		return p, err
@@ -175,10 +181,10 @@ func (a afterLoad) print(w io.Writer) {
 	for _, p := range a.Paths {
 		fmt.Fprintf(w, "  %-5s burst %s w=%d pace=%dms%s\n", p.Path, p.Burst.Op, p.Burst.Writers, p.Burst.PaceMS, p.releasesText())
 		fmt.Fprintf(w, "    client %6.0f / %6.0f / %6.0f / %6.0f  %v\n", a.IdleClient, p.SettledClient, p.PeakClient, p.AfterClient, within(p.AfterClient, p.SettledClient))
-		fmt.Fprintf(w, "    server %6.0f / %6.0f / %6.0f / %6.0f  %v\n", a.IdleServer, p.SettledServer, p.PeakServer, p.AfterServer, within(p.AfterServer, p.SettledServer))
+		fmt.Fprintf(w, "    server %6.0f / %6.0f / %6.0f / %6.0f  %v\n", p.IdleServer, p.SettledServer, p.PeakServer, p.AfterServer, within(p.AfterServer, p.SettledServer))
 		fmt.Fprintf(w, "    client after (MB): %v\n    server after (MB): %v\n", p.AfterClientMem, p.AfterServerMem)
+		fmt.Fprintf(w, "    server idle before the sweep (MB): %v\n", p.IdleServerMem)
 	}
-	fmt.Fprintf(w, "  server idle before the sweep (MB): %v\n", a.IdleServerMem)
 }
 
 func (p pathAfterLoad) releasesText() string {
@@ -197,23 +203,30 @@ func (a afterLoad) markdown() string {
 		"and waits %v with nothing forced but what the libraries' idle memory release does (server: %s; batch client: %s). "+
 		"\"idle\" is the process before the sweep, \"settled\" right before the burst (idle, with the sweep's code and data paged in, "+
 		"and the g structs of the most goroutines the process ever ran at once, which the Go runtime never frees, about 0.4 KB each: "+
-		"see the points' client_goroutines_peak; plain rpcx's oneway calls can run 100,000 and more). "+
-		"Both paths' bursts run against the same server process, the batch path's first.\n\n"+
+		"see the points' client_goroutines_peak; plain rpcx's oneway calls can run 100,000 and more). %s\n\n"+
 		"| path | burst | process | idle MB | settled MB | peak MB | after MB | after ÷ settled | after ÷ idle |\n|---|---|---|--:|--:|--:|--:|--:|--:|\n",
-		a.Wait, releaseText(a.ServerIdleRelease), releaseText(a.ClientIdleRelease))
+		a.Wait, releaseText(a.ServerIdleRelease), releaseText(a.ClientIdleRelease), a.serversText())
 	for _, p := range a.Paths {
 		burst := fmt.Sprintf("%s w=%d pace=%d", p.Burst.Op, p.Burst.Writers, p.Burst.PaceMS)
 		fmt.Fprintf(&b, "| %s | %s | client | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f |\n", p.Path, burst,
 			a.IdleClient, p.SettledClient, p.PeakClient, p.AfterClient, p.AfterClient/p.SettledClient, p.AfterClient/a.IdleClient)
 		fmt.Fprintf(&b, "| %s | %s | server | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f |\n", p.Path, burst,
-			a.IdleServer, p.SettledServer, p.PeakServer, p.AfterServer, p.AfterServer/p.SettledServer, p.AfterServer/a.IdleServer)
+			p.IdleServer, p.SettledServer, p.PeakServer, p.AfterServer, p.AfterServer/p.SettledServer, p.AfterServer/p.IdleServer)
 	}
 	b.WriteString("\nAfter the wait, as the Go runtime sees it (MB):\n\n")
 	for _, p := range a.Paths {
-		fmt.Fprintf(&b, "- %s, client: %v%s\n- %s, server: %v\n", p.Path, p.AfterClientMem, p.releasesText(), p.Path, p.AfterServerMem)
+		fmt.Fprintf(&b, "- %s, client: %v%s\n- %s, server: %v\n- %s, server when idle, before the sweep: %v\n",
+			p.Path, p.AfterClientMem, p.releasesText(), p.Path, p.AfterServerMem, p.Path, p.IdleServerMem)
 	}
-	fmt.Fprintf(&b, "- server when idle, before the sweep: %v\n", a.IdleServerMem)
 	return b.String()
+}
+
+// serversText says which server process each path's burst ran against.
+func (a afterLoad) serversText() string {
+	if a.Shared {
+		return "Both paths' bursts run against the same server process, the batch path's first."
+	}
+	return "Each path's burst runs against its own server process, the one its sweep points ran against."
 }
 
 // releaseText says whether a process released memory after the load.

@@ -53,6 +53,13 @@ type Config struct {
 	// ClientIdleRelease, when not zero, makes the batch path's clients
 	// batchclient.WithIdleMemoryRelease(ClientIdleRelease).
 	ClientIdleRelease time.Duration
+	// SharedServer serves both paths from one server process, as the
+	// harness did before 2026-12-01; by default each path has a server
+	// process of its own, so that a path's server RSS, goroutines and
+	// memory after the load are its own and not what the other path's
+	// points left in a shared process (the Go runtime keeps, for one, the
+	// records of every goroutine it ever ran).
+	SharedServer bool
 	// Netns, when set, runs the server in its own network namespace joined
 	// by a veth pair (root only); NetemRate and NetemDelay shape that link.
 	Netns                 bool
@@ -139,13 +146,15 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&c.ServerIdleRelease, "server-idle-release", 0, "server: return free memory to the OS once the load has been gone this long (batchserver.WithIdleMemoryRelease; 0 = off, the default)")
 	fs.DurationVar(&c.ClientIdleRelease, "client-idle-release", 0, "batch path's clients: return free memory to the OS once their load has been gone this long (batchclient.WithIdleMemoryRelease; 0 = off, the default)")
 	fs.BoolVar(&c.Progress, "progress", true, "print progress to stderr once a second while a point runs")
+	fs.BoolVar(&c.SharedServer, "shared-server", false, "serve both paths from one server process (default: a server process per path, so that each path's server memory is its own)")
 	fs.BoolVar(&c.Netns, "netns", false, "root only: server in its own network namespace over a veth pair")
 	fs.StringVar(&c.NetemRate, "netem-rate", "", "with -netns: tc netem rate on the veth pair, e.g. 1gbit")
 	fs.StringVar(&c.NetemDelay, "netem-delay", "", "with -netns: tc netem delay each way, e.g. 100us")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: go run ./perf [flags]\n\n"+
 			"Runs each point (op × payload × pace × writers) over plain rpcx and over\n"+
-			"rpcxbatch against one server process, prints a table, writes JSON lines\n"+
+			"rpcxbatch against a server process per path (one with -shared-server),\n"+
+			"prints a table, writes JSON lines\n"+
 			"and a report folder with figures.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}

@@ -10,14 +10,18 @@ import (
 	"time"
 )
 
-// runEnv is what every run of a sweep shares: the server and the control
-// connection to it, and where progress goes.
+// runEnv is what every run of a path shares: its server and the control
+// connection to it, and where progress goes (see servers.go).
 type runEnv struct {
 	cfg      Config
 	srv      *serverProc
 	ctl      *controlClient
 	progress *countingWriter // stderr, counted so its writes can be subtracted
 	info     ServerInfo
+	// idleServer and idleServerMem are the server's RSS (MB) and memory
+	// breakdown before the sweep, settled.
+	idleServer    float64
+	idleServerMem MemDetail
 }
 
 // measurement is what one run collected, before it is turned into a Result.

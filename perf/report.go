@@ -40,7 +40,11 @@ func writeReport(cfg Config, results []Result, cs []Ceiling, mem *afterLoad, too
 	} else {
 		fmt.Fprintf(&b, "- link: loopback, client and server share the machine's cores\n")
 	}
-	b.WriteString("\nHow to read: each point runs both paths back to back against the same server process; " +
+	servers := "each path against a server process of its own (idle while the other path runs), so that a path's server RSS and goroutines are its own"
+	if cfg.SharedServer {
+		servers = "against the same server process (`-shared-server`)"
+	}
+	b.WriteString("\nHow to read: each point runs both paths back to back, " + servers + "; " +
 		"ratio = rpcxbatch ops/s ÷ plain rpcx ops/s. Cast and send points end when the server has run every operation. " +
 		"CPU is user + system time of each process over the point; writes are write syscalls (`syscw`), bytes are `wchar`, " +
 		"both from `/proc/self/io`, less the harness's own control and progress traffic. " +

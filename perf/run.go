@@ -12,7 +12,7 @@ import (
 	"github.com/smallnest/rpcx/log"
 )
 
-// run executes cfg: the sweep (server process, points over both paths,
+// run executes cfg: the sweep (a server process per path, points over both paths,
 // table, JSON lines, codec ceiling, report) or only the codec ceiling.
 func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	log.SetLogger(quietLogger{log.GetLogger()})
@@ -46,32 +46,31 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err := passServerOptions(cfg); err != nil {
 		return err
 	}
-	srv, err := startServer(ctx, host, prefix, progress)
+	envs, err := startServers(ctx, cfg, host, prefix, progress)
+	defer func() {
+		for _, env := range envs.all() {
+			env.ctl.close()
+			env.srv.stop()
+		}
+	}()
 	if err != nil {
 		return err
 	}
-	defer srv.stop()
-	ctl, err := dialControl(srv.ctrl)
-	if err != nil {
-		return err
+	var idleClient float64
+	for _, env := range envs.all() {
+		if env.info, err = env.ctl.reset(ctx); err != nil {
+			return err
+		}
+		if _, err := env.ctl.stats(ctx); err != nil {
+			return err
+		}
+		if idleClient, env.idleServer, err = idleRSS(ctx, env.ctl); err != nil {
+			return err
+		}
+		if env.idleServerMem, err = env.ctl.mem(ctx); err != nil {
+			return err
+		}
 	}
-	defer ctl.close()
-	info, err := ctl.reset(ctx)
-	if err != nil {
-		return err
-	}
-	if _, err := ctl.stats(ctx); err != nil {
-		return err
-	}
-	idleClient, idleServer, err := idleRSS(ctx, ctl)
-	if err != nil {
-		return err
-	}
-	idleServerMem, err := ctl.mem(ctx)
-	if err != nil {
-		return err
-	}
-	env := &runEnv{cfg: cfg, srv: srv, ctl: ctl, progress: progress, info: info}
 
 	sink, err := openJSON(cfg.Out)
 	if err != nil {
@@ -79,8 +78,13 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	defer sink.close()
 
-	fmt.Fprintf(stderr, "server pid %d on %s (GOMAXPROCS %d, %d lanes per batch client); %d points × 2 paths, each bounded by %v\n",
-		info.Pid, srv.addr, info.GOMAXPROCS, info.PoolSize, len(points), cfg.PointTimeout)
+	for _, path := range []string{pathPlain, pathBatch} {
+		if env := envs[path]; env != nil {
+			fmt.Fprintf(stderr, "%s path: server pid %d on %s (GOMAXPROCS %d, %d lanes per batch client)\n",
+				path, env.info.Pid, env.srv.addr, env.info.GOMAXPROCS, env.info.PoolSize)
+		}
+	}
+	fmt.Fprintf(stderr, "%d points × 2 paths, each bounded by %v\n", len(points), cfg.PointTimeout)
 	tableHeader(stdout)
 	var results []Result
 	started := time.Now()
@@ -98,11 +102,11 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 			}
 			fmt.Fprintf(progress, "point %d/%d: %s %s %s w=%d pace=%dms × %d messages\n",
 				i+1, len(points), pt.Op, path, pt.Payload, pt.Writers, pt.PaceMS, pt.Messages)
-			m, err := runPath(ctx, env, pt, path)
+			m, err := runPath(ctx, envs[path], pt, path)
 			if err != nil {
 				return fmt.Errorf("%s %s %s w=%d: %w", pt.Op, path, pt.Payload, pt.Writers, err)
 			}
-			r := newResult(pt, path, m, env)
+			r := newResult(pt, path, m, envs[path])
 			if err := sink.write(r); err != nil {
 				return err
 			}
@@ -114,11 +118,10 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "sweep took %v\n", time.Since(started).Round(time.Second))
 	var mem *afterLoad
 	if cfg.AfterLoad > 0 {
-		a, err := measureAfterLoad(ctx, env, points, idleClient, idleServer, progress)
+		a, err := measureAfterLoad(ctx, cfg, envs, points, idleClient, progress)
 		if err != nil {
 			return err
 		}
-		a.IdleServerMem = idleServerMem
 		a.print(stdout)
 		mem = &a
 	}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"fmt"
+)
+
+// pathEnvs is each path's run environment: its server process and the
+// control connection to it. With Config.SharedServer both paths share one.
+type pathEnvs map[string]*runEnv
+
+// all returns each environment once, plain rpcx's first.
+func (e pathEnvs) all() []*runEnv {
+	var out []*runEnv
+	for _, path := range []string{pathPlain, pathBatch} {
+		if env := e[path]; env != nil && (len(out) == 0 || out[0] != env) {
+			out = append(out, env)
+		}
+	}
+	return out
+}
+
+// startServers starts a server process for each path the run measures (one
+// for both with cfg.SharedServer) and dials its control service. What it
+// started is in the result even when it fails, for the caller to stop.
+func startServers(ctx context.Context, cfg Config, host string, prefix []string, progress *countingWriter) (pathEnvs, error) {
+	envs := pathEnvs{}
+	var shared *runEnv
+	for _, path := range []string{pathPlain, pathBatch} {
+		if skipPath(path) {
+			continue
+		}
+		if shared != nil {
+			envs[path] = shared
+			continue
+		}
+		srv, err := startServer(ctx, host, prefix, progress)
+		if err != nil {
+			return envs, fmt.Errorf("%s path's server: %w", path, err)
+		}
+		ctl, err := dialControl(srv.ctrl)
+		if err != nil {
+			srv.stop()
+			return envs, fmt.Errorf("%s path's server: %w", path, err)
+		}
+		env := &runEnv{cfg: cfg, srv: srv, ctl: ctl, progress: progress}
+		envs[path] = env
+		if cfg.SharedServer {
+			shared = env
+		}
+	}
+	return envs, nil
+}
