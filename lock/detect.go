@@ -191,7 +191,7 @@ func (n *Node) expandWaiter(p *ProbeArgs, w *waiter) {
 	copy(path, p.Path)
 	path = append(path, Hop{Owner: w.o.id, Age: w.o.age, Node: n.cfg.Addr, Key: w.key, Ticket: w.ticket})
 	origin := path[0]
-	for _, b := range n.table.blockersOf(w.key, w.ticket, w.mode) {
+	for _, b := range n.table.blockersOf(w) {
 		p.Visits++
 		if p.Visits > n.cfg.ProbeLimit {
 			n.verdict(origin, codeProbeLimit)

@@ -310,22 +310,27 @@ func (t *table) upgrade(o *owner, key string) error {
 	return nil
 }
 
-// blockersOf returns whom a request for key in mode with that ticket
-// waits for. A Shared request waits for the nearest Exclusive request
-// queued ahead of it when there is one (which waits for the holders in
-// turn), else for the holders: it is granted together with the Shared
-// requests around it, so it does not wait for them, and a long run of
-// readers costs a walk one step each. An Exclusive request waits for the
+// blockersOf returns whom queued request w waits for: nobody once it
+// has its verdict (granted, failed or withdrawn; it leaves the index of
+// waits only when its goroutine wakes, so a walk can still find it). A
+// Shared request waits for the nearest Exclusive request queued ahead of
+// it when there is one (which waits for the holders in turn), else for
+// the holders: it is granted together with the Shared requests around
+// it, so it does not wait for them, and a long run of readers costs a
+// walk one step each. An Exclusive request waits for the
 // holders and for the request just ahead of it, or for the whole run of
 // Shared requests just ahead (they are granted together).
-func (t *table) blockersOf(key string, ticket uint64, mode Mode) []*owner {
-	s := t.shard(key)
+func (t *table) blockersOf(w *waiter) []*owner {
+	s := t.shard(w.key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.rows[key]
-	if r == nil {
+	r := s.rows[w.key]
+	if r == nil || w.settled {
+		// A granted request's holders include its own: read as its
+		// blockers, they made a walk from it a cycle of one.
 		return nil
 	}
+	ticket, mode := w.ticket, w.mode
 	var ahead []*waiter
 	if r.mgr != nil {
 		q := r.mgr.queue
