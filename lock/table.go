@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 )
 
 // Mode is the mode of a lock: Shared or Exclusive.
@@ -42,6 +43,9 @@ type table struct {
 	// deadlock walk expands. Only the contended path touches it.
 	wmu   sync.Mutex
 	waits map[OwnerID][]*waiter
+
+	// waitSeq numbers the queued requests (waiter.id).
+	waitSeq atomic.Uint64
 }
 
 type shard struct {
@@ -73,7 +77,11 @@ type waiter struct {
 	key    string
 	mode   Mode
 	ticket uint64
-	done   chan error // buffered; receives the verdict exactly once
+	// id names the request on this node for good: a deadlock verdict
+	// names it (Hop.Wait), and a row's tickets start again at 1 once its
+	// key is free, so owner, key and ticket may name a later request.
+	id   uint64
+	done chan error // buffered; receives the verdict exactly once
 	// settled is set, under the shard mutex, when the verdict was sent.
 	settled bool
 }
@@ -139,7 +147,7 @@ func (t *table) tryTake(o *owner, key string, mode Mode) *waiter {
 	if r.mgr == nil {
 		r.mgr = &manager{}
 	}
-	w := &waiter{o: o, key: key, mode: mode, ticket: r.ticket, done: make(chan error, 1)}
+	w := &waiter{o: o, key: key, mode: mode, ticket: r.ticket, id: t.waitSeq.Add(1), done: make(chan error, 1)}
 	r.mgr.queue = append(r.mgr.queue, w)
 	s.mu.Unlock()
 	t.wmu.Lock()
