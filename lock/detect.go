@@ -36,6 +36,10 @@ type Hop struct {
 	Node   string
 	Key    string
 	Ticket uint64
+	// Wait names the request on its node for good (0 from a node that
+	// does not number them): Owner, Key and Ticket may name a later
+	// request there by the time a verdict arrives.
+	Wait uint64
 }
 
 // WalkID names one walk, so each node expands each holder once per walk.
@@ -67,6 +71,8 @@ type VerdictArgs struct {
 	Key    string
 	Ticket uint64
 	Code   int
+	// Wait is Hop.Wait: when not 0, only that request is failed.
+	Wait uint64
 }
 
 // walkMemo remembers which holders a node expanded for which walk, for a
@@ -189,9 +195,9 @@ func (n *Node) forwardProbe(p *ProbeArgs, x OwnerID, held uint64, nodes []string
 func (n *Node) expandWaiter(p *ProbeArgs, w *waiter) {
 	path := make([]Hop, len(p.Path), len(p.Path)+1)
 	copy(path, p.Path)
-	path = append(path, Hop{Owner: w.o.id, Age: w.o.age, Node: n.cfg.Addr, Key: w.key, Ticket: w.ticket})
+	path = append(path, Hop{Owner: w.o.id, Age: w.o.age, Node: n.cfg.Addr, Key: w.key, Ticket: w.ticket, Wait: w.id})
 	origin := path[0]
-	for _, b := range n.table.blockersOf(w.key, w.ticket, w.mode) {
+	for _, b := range n.table.blockersOf(w) {
 		p.Visits++
 		if p.Visits > n.cfg.ProbeLimit {
 			n.verdict(origin, codeProbeLimit)
@@ -261,16 +267,19 @@ func onPath(path []Hop, id OwnerID) bool {
 // verdict fails the queued request h names, here or on its node.
 func (n *Node) verdict(h Hop, code int) {
 	if h.Node == n.cfg.Addr {
-		n.failWaiter(h.Owner, h.Key, h.Ticket, code)
+		n.failWaiter(&VerdictArgs{Owner: h.Owner, Key: h.Key, Ticket: h.Ticket, Code: code, Wait: h.Wait})
 		return
 	}
-	n.castTo(h.Node, "Verdict", &VerdictArgs{Owner: h.Owner, Key: h.Key, Ticket: h.Ticket, Code: code})
+	n.castTo(h.Node, "Verdict", &VerdictArgs{Owner: h.Owner, Key: h.Key, Ticket: h.Ticket, Code: code, Wait: h.Wait})
 }
 
-func (n *Node) failWaiter(id OwnerID, key string, ticket uint64, code int) {
-	for _, w := range n.table.waitsOf(id) {
-		if w.key == key && w.ticket == ticket {
-			n.table.fail(w, codeErrs[code])
+// failWaiter fails the queued request v names, if it still waits. A
+// verdict may arrive after that request ended: it fails nothing then, not
+// a later request of the same holder for the same key (Hop.Wait).
+func (n *Node) failWaiter(v *VerdictArgs) {
+	for _, w := range n.table.waitsOf(v.Owner) {
+		if w.key == v.Key && w.ticket == v.Ticket && (v.Wait == 0 || w.id == v.Wait) {
+			n.table.fail(w, codeErrs[v.Code])
 		}
 	}
 }
@@ -287,7 +296,7 @@ func (s *Service) Probe(ctx context.Context, a *ProbeArgs, _ *Ack) error {
 // Verdict fails a queued request of this node (see VerdictArgs).
 func (s *Service) Verdict(ctx context.Context, a *VerdictArgs, _ *Ack) error {
 	if _, ok := codeErrs[a.Code]; ok {
-		s.n.failWaiter(a.Owner, a.Key, a.Ticket, a.Code)
+		s.n.failWaiter(a)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 )
 
 // Mode is the mode of a lock: Shared or Exclusive.
@@ -42,6 +43,9 @@ type table struct {
 	// deadlock walk expands. Only the contended path touches it.
 	wmu   sync.Mutex
 	waits map[OwnerID][]*waiter
+
+	// waitSeq numbers the queued requests (waiter.id).
+	waitSeq atomic.Uint64
 }
 
 type shard struct {
@@ -73,7 +77,11 @@ type waiter struct {
 	key    string
 	mode   Mode
 	ticket uint64
-	done   chan error // buffered; receives the verdict exactly once
+	// id names the request on this node for good: a deadlock verdict
+	// names it (Hop.Wait), and a row's tickets start again at 1 once its
+	// key is free, so owner, key and ticket may name a later request.
+	id   uint64
+	done chan error // buffered; receives the verdict exactly once
 	// settled is set, under the shard mutex, when the verdict was sent.
 	settled bool
 }
@@ -139,7 +147,7 @@ func (t *table) tryTake(o *owner, key string, mode Mode) *waiter {
 	if r.mgr == nil {
 		r.mgr = &manager{}
 	}
-	w := &waiter{o: o, key: key, mode: mode, ticket: r.ticket, done: make(chan error, 1)}
+	w := &waiter{o: o, key: key, mode: mode, ticket: r.ticket, id: t.waitSeq.Add(1), done: make(chan error, 1)}
 	r.mgr.queue = append(r.mgr.queue, w)
 	s.mu.Unlock()
 	t.wmu.Lock()
@@ -310,22 +318,27 @@ func (t *table) upgrade(o *owner, key string) error {
 	return nil
 }
 
-// blockersOf returns whom a request for key in mode with that ticket
-// waits for. A Shared request waits for the nearest Exclusive request
-// queued ahead of it when there is one (which waits for the holders in
-// turn), else for the holders: it is granted together with the Shared
-// requests around it, so it does not wait for them, and a long run of
-// readers costs a walk one step each. An Exclusive request waits for the
+// blockersOf returns whom queued request w waits for: nobody once it
+// has its verdict (granted, failed or withdrawn; it leaves the index of
+// waits only when its goroutine wakes, so a walk can still find it). A
+// Shared request waits for the nearest Exclusive request queued ahead of
+// it when there is one (which waits for the holders in turn), else for
+// the holders: it is granted together with the Shared requests around
+// it, so it does not wait for them, and a long run of readers costs a
+// walk one step each. An Exclusive request waits for the
 // holders and for the request just ahead of it, or for the whole run of
 // Shared requests just ahead (they are granted together).
-func (t *table) blockersOf(key string, ticket uint64, mode Mode) []*owner {
-	s := t.shard(key)
+func (t *table) blockersOf(w *waiter) []*owner {
+	s := t.shard(w.key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.rows[key]
-	if r == nil {
+	r := s.rows[w.key]
+	if r == nil || w.settled {
+		// A granted request's holders include its own: read as its
+		// blockers, they made a walk from it a cycle of one.
 		return nil
 	}
+	ticket, mode := w.ticket, w.mode
 	var ahead []*waiter
 	if r.mgr != nil {
 		q := r.mgr.queue
