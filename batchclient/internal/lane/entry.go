@@ -66,7 +66,7 @@ const maxKeptPayload = 4 << 10
 // entryPool holds the entries of casts, sends and Go calls, encoded by
 // their callers, each with its payload buffer; callEntryPool those of
 // Call, encoded by the socket's owner, which gives their buffers to the
-// next Call entries (argBufs.go) and so returns them without one. Apart,
+// next Call entries (argbufs.go) and so returns them without one. Apart,
 // a cast after a Call still finds an entry with a buffer.
 var (
 	entryPool     = sync.Pool{New: func() any { return new(entry) }}

@@ -35,7 +35,7 @@ type writerState struct {
 	// socket, before anything else.
 	rest []byte
 	// argBufs holds the argument buffers of Call entries whose payloads
-	// are in a frame already (argBufs.go), for the next ones to encode
+	// are in a frame already (argbufs.go), for the next ones to encode
 	// into.
 	argBufs argBufs
 }
@@ -235,7 +235,7 @@ func (l *Lane) appendFrame(ws *writerState, buf []byte, frameSeq uint64, batch [
 		if e.deferred {
 			// Copied into the frame: a caller waiting for its reply need
 			// not keep the encoding of its arguments; the next Call entry
-			// encodes into it while it is still in cache (argBufs.go).
+			// encodes into it while it is still in cache (argbufs.go).
 			ws.argBufs.put(e.buf)
 			e.buf, e.Payload = nil, nil
 			e.argState.Store(argsDone) // from here on e is its caller's
