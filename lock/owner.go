@@ -25,7 +25,7 @@ type owner struct {
 	done chan struct{} // closed when the owner is dropped
 
 	mu   sync.Mutex // guards held, waitingOn and the remote proxies' fields below (closed is written under it)
-	held map[string]heldKey
+	held heldSet
 	// closed is written under mu; atomic so that the liveness loop and
 	// tests may read it without mu.
 	closed atomic.Bool
@@ -54,7 +54,7 @@ type heldKey struct {
 }
 
 func newOwner(id OwnerID, age int64, origin string) *owner {
-	return &owner{id: id, age: age, origin: origin, done: make(chan struct{}), held: make(map[string]heldKey)}
+	return &owner{id: id, age: age, origin: origin, done: make(chan struct{})}
 }
 
 // younger reports whether o is younger than p: the one that loses a
@@ -81,12 +81,12 @@ func (o *owner) take(ctx context.Context, n *Node, keys []string, mode Mode, seq
 	rollback := func() {
 		o.mu.Lock()
 		for _, k := range took {
-			delete(o.held, k)
+			o.held.del(k)
 		}
 		for _, k := range upgraded {
-			if hk, ok := o.held[k]; ok {
+			if hk, ok := o.held.get(k); ok {
 				hk.mode, hk.up = Shared, 0
-				o.held[k] = hk
+				o.held.set(k, hk)
 			}
 		}
 		o.mu.Unlock()
@@ -104,13 +104,13 @@ func (o *owner) take(ctx context.Context, n *Node, keys []string, mode Mode, seq
 			rollback()
 			return ErrClosed
 		}
-		hk, ok := o.held[k]
+		hk, ok := o.held.get(k)
 		if !ok {
 			// The owner's mutex is held across the table (owner before
 			// shard): the uncontended take records the key in one go.
 			w := t.tryTake(o, k, mode)
 			if w == nil {
-				o.held[k] = heldKey{mode: mode, grant: seq, last: seq}
+				o.held.set(k, heldKey{mode: mode, grant: seq, last: seq})
 				o.mu.Unlock()
 				took = append(took, k)
 				continue
@@ -134,7 +134,7 @@ func (o *owner) take(ctx context.Context, n *Node, keys []string, mode Mode, seq
 				rollback()
 				return ErrClosed
 			}
-			o.held[k] = heldKey{mode: mode, grant: seq, last: seq}
+			o.held.set(k, heldKey{mode: mode, grant: seq, last: seq})
 			o.mu.Unlock()
 			took = append(took, k)
 			continue
@@ -151,7 +151,7 @@ func (o *owner) take(ctx context.Context, n *Node, keys []string, mode Mode, seq
 		}
 		hk.last = seq
 		o.mu.Lock()
-		o.held[k] = hk
+		o.held.set(k, hk)
 		o.mu.Unlock()
 	}
 	return nil
@@ -181,15 +181,14 @@ func (o *owner) takeNowLocked(t *table, keys []string, mode Mode, seq uint64) bo
 		return false
 	}
 	for i, k := range keys {
-		_, held := o.held[k]
-		if held || !t.tryTakeNow(o, k, mode) {
+		if o.held.has(k) || !t.tryTakeNow(o, k, mode) {
 			for _, u := range keys[:i] {
-				delete(o.held, u)
+				o.held.del(u)
 				t.release(o, u)
 			}
 			return false
 		}
-		o.held[k] = heldKey{mode: mode, grant: seq, last: seq}
+		o.held.set(k, heldKey{mode: mode, grant: seq, last: seq})
 	}
 	return true
 }
@@ -198,7 +197,7 @@ func (o *owner) takeNowLocked(t *table, keys []string, mode Mode, seq uint64) bo
 func (o *owner) holdsAny() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return len(o.held) > 0
+	return o.held.len() > 0
 }
 
 // release gives back key if o holds it and no request after seq asked for
@@ -206,12 +205,12 @@ func (o *owner) holdsAny() bool {
 // with nobody waiting for it (quiet).
 func (o *owner) release(t *table, key string, seq uint64) (quiet bool) {
 	o.mu.Lock()
-	hk, ok := o.held[key]
+	hk, ok := o.held.get(key)
 	if !ok || (seq != 0 && hk.last > seq) {
 		o.mu.Unlock()
 		return false
 	}
-	delete(o.held, key)
+	o.held.del(key)
 	o.mu.Unlock()
 	return !t.release(o, key)
 }
@@ -219,20 +218,20 @@ func (o *owner) release(t *table, key string, seq uint64) (quiet bool) {
 // releaseLocked is release with o.mu held (owner before shard is the
 // lock order).
 func (o *owner) releaseLocked(t *table, key string, seq uint64) {
-	hk, ok := o.held[key]
+	hk, ok := o.held.get(key)
 	if !ok || (seq != 0 && hk.last > seq) {
 		return
 	}
-	delete(o.held, key)
+	o.held.del(key)
 	t.release(o, key)
 }
 
 // releaseAllLocked gives back every key o holds that no request after
 // seq asked for again (AcquireArgs.ReleasedAll). o.mu is held.
 func (o *owner) releaseAllLocked(t *table, seq uint64) {
-	for k, hk := range o.held {
+	for k, hk := range o.held.all() {
 		if hk.last <= seq {
-			delete(o.held, k)
+			o.held.del(k)
 			t.release(o, k)
 		}
 	}
@@ -294,17 +293,17 @@ func (o *owner) releaseGrant(t *table, seq uint64) {
 func (o *owner) undo(t *table, failed func(seq uint64) bool) {
 	var keys, down []string
 	o.mu.Lock()
-	for k, hk := range o.held {
+	for k, hk := range o.held.all() {
 		if !failed(hk.last) {
 			continue
 		}
 		switch {
 		case failed(hk.grant):
 			keys = append(keys, k)
-			delete(o.held, k)
+			o.held.del(k)
 		case hk.up != 0 && failed(hk.up):
 			hk.mode, hk.up = Shared, 0
-			o.held[k] = hk
+			o.held.set(k, hk)
 			down = append(down, k)
 		}
 	}
@@ -322,10 +321,10 @@ func (o *owner) undo(t *table, failed func(seq uint64) bool) {
 // takes them the other way round), which saves collecting the keys.
 func (o *owner) releaseAll(t *table) {
 	o.mu.Lock()
-	for k := range o.held {
+	for k := range o.held.all() {
 		t.release(o, k)
 	}
-	clear(o.held)
+	o.held.clear()
 	o.mu.Unlock()
 }
 

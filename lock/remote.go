@@ -11,7 +11,7 @@ import (
 // remoteHolds is what a holder holds on one other node.
 type remoteHolds struct {
 	node string // the node's address
-	keys map[string]struct{}
+	keys keySet
 	sent uint64 // the last request sent there
 	// ok is the last request there that succeeded: every request sent
 	// there after it failed (AcquireArgs.LastOK).
@@ -74,7 +74,7 @@ func (h *Holder) holdsAnywhere() bool {
 // held.
 func (h *Holder) holdsRemote() bool {
 	for _, rh := range h.remote {
-		if len(rh.keys) > 0 {
+		if rh.keys.len() > 0 {
 			return true
 		}
 	}
@@ -142,7 +142,7 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 	for _, nd := range r.asked {
 		rh := h.remoteOf(nd)
 		for _, k := range keys {
-			rh.keys[k] = struct{}{}
+			rh.keys.set(k, struct{}{})
 		}
 		// The transport is done with the request that carried them (a
 		// failed one got a copy).
@@ -309,7 +309,7 @@ func (r *request) prepare(nd string, keys []string) target {
 	}
 	rh := h.remoteOf(nd)
 	if rh == nil {
-		rh = &remoteHolds{node: nd, keys: make(map[string]struct{})}
+		rh = &remoteHolds{node: nd}
 		h.viewMu.Lock()
 		h.remote = append(h.remote, rh)
 		h.viewMu.Unlock()
@@ -328,7 +328,7 @@ func (r *request) prepare(nd string, keys []string) target {
 	// single key) then stays on its stack.
 	c.keys = append(c.keys[:0], keys...)
 	c.args = AcquireArgs{Owner: h.o.id, Age: h.o.age, Origin: h.n.cfg.Addr, OriginInc: h.n.inc, Seq: r.seq, LastOK: rh.ok, Mode: r.mode, Keys: c.keys, Holds: r.holds, Released: rh.released}
-	if len(rh.released) > 0 && len(rh.keys) == 0 {
+	if len(rh.released) > 0 && rh.keys.len() == 0 {
 		// It holds nothing there any more: "all", not the list.
 		c.args.Released, c.args.ReleasedAll = nil, true
 	}

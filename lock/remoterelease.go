@@ -14,14 +14,14 @@ func (h *Holder) releaseRemote(keys []string, linger bool) {
 	for _, rh := range h.remote {
 		nd := rh.node
 		if keys == nil {
-			if len(rh.keys) == 0 {
+			if rh.keys.len() == 0 {
 				continue
 			}
-			for k := range rh.keys {
+			for k := range rh.keys.all() {
 				rh.released = append(rh.released, k)
 			}
 			h.viewMu.Lock()
-			clear(rh.keys)
+			rh.keys.clear()
 			h.viewMu.Unlock()
 			h.sendRelease(nd, rh, nil, true, h.seq, linger)
 			continue
@@ -29,8 +29,8 @@ func (h *Holder) releaseRemote(keys []string, linger bool) {
 		from := len(rh.released)
 		h.viewMu.Lock()
 		for _, k := range keys {
-			if _, ok := rh.keys[k]; ok {
-				delete(rh.keys, k)
+			if rh.keys.has(k) {
+				rh.keys.del(k)
 				rh.released = append(rh.released, k)
 			}
 		}

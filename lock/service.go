@@ -298,8 +298,8 @@ func (s *Service) Release(ctx context.Context, a *ReleaseArgs, _ *Ack) error {
 	}
 	if a.All {
 		o.mu.Lock()
-		keys := make([]string, 0, len(o.held))
-		for k := range o.held {
+		keys := make([]string, 0, o.held.len())
+		for k := range o.held.all() {
 			keys = append(keys, k)
 		}
 		o.mu.Unlock()

@@ -32,8 +32,7 @@ func (h *Holder) mayBlockOn(nd, key string, seq uint64) bool {
 	if rh == nil {
 		return false
 	}
-	_, ok := rh.keys[key]
-	return ok
+	return rh.keys.has(key)
 }
 
 // blockSeq returns, for b, the proxy here of another node's holder that
@@ -44,7 +43,7 @@ func (h *Holder) mayBlockOn(nd, key string, seq uint64) bool {
 func blockSeq(b *owner, key string) uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if hk, ok := b.held[key]; ok {
+	if hk, ok := b.held.get(key); ok {
 		return hk.last
 	}
 	return b.maxSeq

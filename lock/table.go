@@ -62,6 +62,10 @@ type row struct {
 	mode   Mode
 	owners []*owner
 	mgr    *manager
+	// one is owners' own storage for a row's first holder, the usual
+	// only one: beside the row's other fields, so that taking and
+	// releasing a key touch one line of memory for the row, not two.
+	one [1]*owner
 }
 
 // manager is the queue of a contended key, in ticket order. It exists only
@@ -94,7 +98,11 @@ func newTable() *table {
 	return t
 }
 
-var rowPool = sync.Pool{New: func() any { return new(row) }}
+var rowPool = sync.Pool{New: func() any {
+	r := new(row)
+	r.owners = r.one[:0]
+	return r
+}}
 
 func (t *table) shard(key string) *shard {
 	return &t.shards[maphash.String(t.seed, key)%numShards]
