@@ -27,8 +27,10 @@ type Holder struct {
 
 	mu  sync.Mutex // one request at a time; guards what follows
 	seq uint64     // the last request's number
-	// remote holds, per other node, the keys this holder holds there.
-	remote []*remoteHolds
+	// remote holds, per other node, the keys this holder holds there;
+	// remoteBuf is its storage for the usual one other node.
+	remote    []*remoteHolds
+	remoteBuf [1]*remoteHolds
 	// ans receives the Answer of a request that waits on another node,
 	// when the holder asks one node at a time (answer.go).
 	ans chan int

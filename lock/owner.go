@@ -37,7 +37,7 @@ type owner struct {
 	// Remote proxies only: withdrawn requests and tombstones (see remote.go).
 	aborted uint64                // requests with seq <= aborted are refused
 	maxSeq  uint64                // the highest request seq that arrived
-	pending map[uint64]pendingReq // requests in progress by seq
+	pending map[uint64]pendingReq // requests in progress by seq (nil: none so far)
 	// answers keeps the verdicts of requests answered late (queued), by
 	// seq, until the holder's next request arrives: Status reads them.
 	answers map[uint64]int

@@ -29,8 +29,9 @@ type relBox struct {
 	mu sync.Mutex
 	// keys are the keys released and not sent yet; all means every key
 	// the holder holds there (ReleaseAll).
-	keys []string
-	all  bool
+	keys  []string
+	keys0 [1]string // keys' storage for the usual one key
+	all   bool
 	// seq is the Seq of the latest of their releases.
 	seq uint64
 	// abortFrom and abortSeq are the failed requests to withdraw there
@@ -47,10 +48,12 @@ type relBox struct {
 	notBefore time.Time
 }
 
-func newRelBox(owner OwnerID) *relBox {
-	b := &relBox{owner: owner}
+// init makes b the empty box of holder owner. It is part of the
+// holder's remoteHolds (one allocation for both).
+func (b *relBox) init(owner OwnerID) {
+	b.owner = owner
 	b.entry = oneway{method: "Release", box: b}
-	return b
+	b.keys = b.keys0[:0]
 }
 
 // add puts keys released at seq in the box (all: every key held there),

@@ -21,6 +21,30 @@ type remoteHolds struct {
 	// box holds the releases not sent yet (nil: none made so far): the
 	// next request there carries released and empties it.
 	box *relBox
+
+	// Storage for the above, made with remoteHolds in one allocation
+	// rather than five (a holder's first request to a node): released's
+	// and a box's first key, and the box itself (box points at it once
+	// made). A holder's first call's arguments come with them (call).
+	released0 [1]string
+	boxMem    relBox
+	call      acquireCall
+}
+
+// newRemoteHolds returns what a holder holds on node nd, nothing yet.
+func newRemoteHolds(nd string) *remoteHolds {
+	rh := &remoteHolds{node: nd}
+	rh.released = rh.released0[:0]
+	return rh
+}
+
+// makeBox returns rh's box, made on first use for holder owner.
+func (rh *remoteHolds) makeBox(owner OwnerID) *relBox {
+	if rh.box == nil {
+		rh.box = &rh.boxMem
+		rh.box.init(owner)
+	}
+	return rh.box
 }
 
 // remoteOf returns what h holds on node nd (nil: it never asked nd). A
@@ -309,10 +333,17 @@ func (r *request) prepare(nd string, keys []string) target {
 	}
 	rh := h.remoteOf(nd)
 	if rh == nil {
-		rh = &remoteHolds{node: nd}
+		rh = newRemoteHolds(nd)
 		h.viewMu.Lock()
+		if h.remote == nil {
+			h.remote = h.remoteBuf[:0]
+		}
 		h.remote = append(h.remote, rh)
 		h.viewMu.Unlock()
+		if h.spare == nil {
+			// The holder's first call: its arguments came with rh.
+			h.spare = &rh.call
+		}
 	}
 	rh.sent = r.seq
 	rh.carried()
@@ -321,6 +352,9 @@ func (r *request) prepare(nd string, keys []string) target {
 	h.spare = nil
 	if c == nil {
 		c = new(acquireCall)
+	}
+	if c.keys == nil {
+		c.keys = c.keys0[:0]
 	}
 	// released is repeated until a request there succeeds: a failed one
 	// may have been refused before it applied it.
@@ -346,6 +380,7 @@ type acquireCall struct {
 	rep     AcquireReply
 	replied bool
 	keys    []string // args.Keys, kept for the next request
+	keys0   [1]string
 }
 
 // askNode asks t's node and waits for its answer. ch receives the

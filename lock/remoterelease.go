@@ -48,9 +48,7 @@ func (h *Holder) releaseRemote(keys []string, linger bool) {
 // already; with linger, the box goes after the node's ReleaseLinger
 // unless the holder's next request there carries it first. h.mu is held.
 func (h *Holder) sendRelease(nd string, rh *remoteHolds, keys []string, all bool, seq uint64, linger bool) {
-	if rh.box == nil {
-		rh.box = newRelBox(h.o.id)
-	}
+	rh.makeBox(h.o.id)
 	var until time.Time
 	if d := h.n.cfg.ReleaseLinger; linger && d > 0 {
 		until = time.Now().Add(d)
@@ -82,9 +80,7 @@ func (h *Holder) resend(nd string, seq uint64) {
 // one that succeeded. h.mu is held.
 func (h *Holder) abortRemote(nd string, seq uint64) {
 	rh := h.remoteOf(nd)
-	if rh.box == nil {
-		rh.box = newRelBox(h.o.id)
-	}
+	rh.makeBox(h.o.id)
 	queue, wake, apart := rh.box.addAbort(rh.ok, seq)
 	if apart != nil {
 		h.n.sendMsg(nd, apart, false)

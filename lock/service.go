@@ -37,7 +37,6 @@ func (n *Node) proxyFor(id OwnerID, age int64, origin string, inc uint64, seq ui
 		o = newOwner(id, age, origin)
 		o.originInc = inc
 		o.aborted = aborted
-		o.pending = make(map[uint64]pendingReq)
 		n.addProxyLocked(o)
 	}
 	return o, nil
@@ -122,6 +121,11 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 	// Registered under the same lock as the checks above, so that a later
 	// request always finds this one and waits for it. Its cancel is set
 	// once it has a context of its own (a request that must wait).
+	if o.pending == nil {
+		// Made here, by the first request that goes the long way: most
+		// proxies never need it.
+		o.pending = make(map[uint64]pendingReq)
+	}
 	o.pending[a.Seq] = pendingReq{cancel: noCancel}
 	o.mu.Unlock()
 	if len(earlier) == 0 {
