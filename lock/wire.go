@@ -31,6 +31,10 @@ type AcquireArgs struct {
 	// would), and Released is left empty. A holder that locks and
 	// releases one key at a time sends no key list for its releases.
 	ReleasedAll bool
+
+	// keys1 is Keys' storage when a decoded request has one key, the
+	// usual case: the decoder then makes no slice for it. Not sent.
+	keys1 [1]string
 }
 
 // AcquireReply is a node's verdict on an AcquireArgs.

@@ -78,6 +78,12 @@ func appendStrings(b []byte, s []string) []byte {
 }
 
 func readStrings(b []byte) ([]string, []byte, error) {
+	return readStringsInto(b, nil)
+}
+
+// readStringsInto is readStrings into buf's storage when the list fits
+// in it (a value's own one-key array), else into a slice of its own.
+func readStringsInto(b []byte, buf []string) ([]string, []byte, error) {
 	if msgp.IsNil(b) {
 		b, err := msgp.ReadNilBytes(b)
 		return nil, b, err
@@ -91,7 +97,12 @@ func readStrings(b []byte) ([]string, []byte, error) {
 		// a broken message, not an allocation to make.
 		return nil, b, msgp.ErrShortBytes
 	}
-	out := make([]string, n)
+	var out []string
+	if buf != nil && int(n) <= cap(buf) {
+		out = buf[:n]
+	} else {
+		out = make([]string, n)
+	}
 	for i := range out {
 		if out[i], b, err = msgp.ReadStringBytes(b); err != nil {
 			return nil, b, err
@@ -170,7 +181,7 @@ func (a *AcquireArgs) UnmarshalMsg(b []byte) ([]byte, error) {
 			m, b, err = msgp.ReadUint8Bytes(b)
 			a.Mode = Mode(m)
 		case "Keys":
-			a.Keys, b, err = readStrings(b)
+			a.Keys, b, err = readStringsInto(b, a.keys1[:0])
 		case "Released":
 			a.Released, b, err = readStrings(b)
 		case "Holds":
