@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/smallnest/rpcx/server"
 	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -169,4 +170,16 @@ func TestAcquireArgsOneKeyDecodedInPlace(t *testing.T) {
 	require.NoError(t, err)
 	a.Keys[0] = "changed"
 	require.Equal(t, []string{"key-1"}, c.Keys)
+}
+
+// TestAcquireReplyPooled: AcquireReply has rpcx's Reset, so that rpcx's
+// server and the batch plugin reuse replies from a pool, and Reset leaves
+// nothing of the last verdict (a stale Msg or Code would reach the next
+// holder).
+func TestAcquireReplyPooled(t *testing.T) {
+	var r any = &AcquireReply{Code: codeDeadlock, Msg: "deadlock"}
+	p, ok := r.(server.Reset)
+	require.True(t, ok, "AcquireReply has no Reset: every Acquire allocates its reply")
+	p.Reset()
+	require.Equal(t, AcquireReply{}, *r.(*AcquireReply))
 }
