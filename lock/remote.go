@@ -236,6 +236,11 @@ func nodeOrder(nodes []string, self string, buf []string) []string {
 	if ordered {
 		return nodes
 	}
+	if len(nodes) == 2 && nodes[1] != "" && nodes[1] < nodes[0] {
+		// Two nodes named the other way round (a node whose address
+		// sorts after its peer's, naming itself first): no sort.
+		return append(buf[:0], nodes[1], nodes[0])
+	}
 	out := buf[:0]
 	for _, nd := range nodes {
 		if nd == "" {
