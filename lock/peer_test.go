@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"context"
 	"net"
 	"testing"
 	"time"
@@ -32,5 +33,34 @@ func TestIdlePeerIsForgotten(t *testing.T) {
 	}
 	if !waitFor(func() bool { return peers() == 0 }) {
 		t.Fatalf("a peer idle for %v is still kept (%d peers)", 4*100*time.Millisecond, peers())
+	}
+}
+
+// A release to a node whose peer's sender ended idle goes through a new
+// one, not into the queue of a sender that is gone, where it would wait
+// for good and the key would stay held on the other node. (A holder that
+// kept the peer of its last release there, to spare the lookup, got this
+// wrong: this test failed on it.)
+func TestReleaseAfterIdlePeerIsForgotten(t *testing.T) {
+	a, b := servePairTimeout(t, false, 100*time.Millisecond)
+	h := newHolder(t, a)
+	nodes := []string{a.Addr(), b.Addr()}
+	ctx := context.Background()
+	peers := func() int {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(a.peers)
+	}
+	for i, key := range []string{"k1", "k2"} {
+		if err := h.LockOn(ctx, nodes, Exclusive, key); err != nil {
+			t.Fatalf("lock %s: %v", key, err)
+		}
+		h.Release(key)
+		if !waitFor(func() bool { return freeOn(b, key) }) {
+			t.Fatalf("round %d: %s still held on the other node after the holder released it: %s", i, key, dump(b, key))
+		}
+		if i == 0 && !waitFor(func() bool { return peers() == 0 }) {
+			t.Fatalf("the peer idle for %v is still kept (%d peers)", 4*100*time.Millisecond, peers())
+		}
 	}
 }
