@@ -185,6 +185,9 @@ func closeDone(done chan struct{}) {
 // reply when it comes while the handler runs, else an Answer.
 func (s *Service) acquireWaiting(ctx context.Context, o *owner, a *AcquireArgs, r *AcquireReply, earlier []chan struct{}) {
 	n := s.n
+	// The request may outlive the call, whose arguments the server
+	// reuses once Acquire returns (AcquireArgs.Reset).
+	a = a.detached()
 	// The request outlives this handler when it must wait: its context
 	// keeps the caller's deadline but not the handler's end.
 	cctx := context.WithoutCancel(ctx)

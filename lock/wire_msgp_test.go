@@ -183,3 +183,27 @@ func TestAcquireReplyPooled(t *testing.T) {
 	p.Reset()
 	require.Equal(t, AcquireReply{}, *r.(*AcquireReply))
 }
+
+// TestAcquireArgsPooledAndDetached: AcquireArgs has rpcx's Reset, so that
+// servers reuse argument values, and a request that waits keeps a copy
+// (detached) that the value's next use cannot change, one-key array
+// included. (Without the copy, the lock tests that queue requests over
+// the batch plugin fail under -race: TestChaosInvariant,
+// TestTwoNodeInvariantUnderContention and others.)
+func TestAcquireArgsPooledAndDetached(t *testing.T) {
+	b, err := (&AcquireArgs{Owner: OwnerID{Node: 1, Seq: 2}, Origin: "a", Seq: 3, Mode: Exclusive, Keys: []string{"key-1"}, Released: []string{"r"}}).MarshalMsg(nil)
+	require.NoError(t, err)
+	var a AcquireArgs
+	_, err = a.UnmarshalMsg(b)
+	require.NoError(t, err)
+	d := a.detached()
+	var p any = &a
+	r, ok := p.(server.Reset)
+	require.True(t, ok, "AcquireArgs has no Reset: every Acquire allocates its arguments")
+	r.Reset()
+	require.Equal(t, AcquireArgs{}, a)
+	a.keys1[0] = "reused"
+	require.Equal(t, []string{"key-1"}, d.Keys)
+	require.Equal(t, []string{"r"}, d.Released)
+	require.Equal(t, uint64(3), d.Seq)
+}
