@@ -53,6 +53,28 @@ func TestFieldNamesMatchExactly(t *testing.T) {
 			require.Equal(t, i+1, fieldByName(t, fast, name), "key %q", name)
 		}
 	}
+	// Every name in field order, as the library's encoder writes them
+	// (the keys at hand are checked against the field's key as written
+	// first), one of them a near miss: that field stays unset.
+	for k, name := range names {
+		for pos := 0; pos < len(name); pos++ {
+			in := mpack.AppendMapLen(nil, len(names))
+			for i, n := range names {
+				if i == k {
+					b := []byte(n)
+					b[pos] ^= 0x20
+					n = string(b)
+				}
+				in = mpack.AppendStr(in, n)
+				in = mpack.AppendInt(in, int64(i+1))
+			}
+			var fast, lib namedLengths
+			require.NoError(t, Decode(protocol.MsgPack, in, &fast))
+			require.NoError(t, msgpack.Unmarshal(in, &lib))
+			require.Equal(t, lib, fast, "field %q's key missed at byte %d", name, pos)
+			require.Zero(t, fieldByName(t, fast, name))
+		}
+	}
 	// Every name, in a map's order (seldom at the index the encoder
 	// would have written it).
 	m := map[string]int{}

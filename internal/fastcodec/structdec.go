@@ -42,6 +42,19 @@ func (p *structPlan) decodeAt(data []byte, pos int, base unsafe.Pointer) (int, b
 		return pos, false
 	}
 	for i := 0; i < n; i++ {
+		// The library's encoder writes the fields in order, each name a
+		// fixstr: the bytes at hand are compared with the i-th field's
+		// key as written, in one word. They are that key exactly, so
+		// reading and looking it up would find that field.
+		if i < len(p.fields) {
+			if f := &p.fields[i]; f.keyLen > 0 && f.keyLen <= len(data)-pos && packName(data[pos:pos+f.keyLen]) == f.keyWord {
+				var ok bool
+				if pos, ok = f.decodeValue(data, pos+f.keyLen, base); !ok {
+					return pos, false
+				}
+				continue
+			}
+		}
 		key, next, ok := readBytes(data, pos)
 		if !ok {
 			return pos, false

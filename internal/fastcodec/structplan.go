@@ -53,6 +53,11 @@ type fieldPlan struct {
 	// (short): decoding matches such a name with one comparison (matches).
 	word  uint64
 	short bool
+	// keyWord is the name as the library's encoder writes it (fixstr
+	// header and bytes), packed, when that is at most 8 bytes (keyLen,
+	// else 0): decodeAt checks the bytes at hand against it first.
+	keyWord uint64
+	keyLen  int
 }
 
 // encStep appends lit, then the leaf of kind at offset (none for
@@ -177,6 +182,9 @@ func compileStruct(t reflect.Type, depth int) *structPlan {
 		fp := fieldPlan{name: name, kind: f.Type.Kind(), offset: f.Offset}
 		if len(name) <= 8 {
 			fp.word, fp.short = packName([]byte(name)), true
+		}
+		if key := mpack.AppendStr(nil, name); len(key) <= 8 {
+			fp.keyWord, fp.keyLen = packName(key), len(key)
 		}
 		switch fp.kind {
 		case reflect.Bool, reflect.String, reflect.Float32, reflect.Float64,
