@@ -49,6 +49,13 @@ type Client struct {
 	// call any address next); settling stays bounded by settle.MaxYields.
 	woken atomic.Int64
 	_     [56]byte
+	// watches are the watches of shared contexts (ctxwatch.go), read on
+	// every call with such a context; seenDone, written on a sampled few
+	// of the others, is kept off their line.
+	watches  [watchSlots]atomic.Pointer[ctxWatch]
+	_        [64 - 8*watchSlots%64]byte
+	seenDone atomic.Value // a <-chan struct{}
+	_        [48]byte
 
 	// live mirrors peers for lock-free lookups on the call path; it is
 	// written under mu.
@@ -245,6 +252,7 @@ func (c *Client) Close() error {
 		}()
 	}
 	wg.Wait()
+	c.stopWatches()
 	return nil
 }
 

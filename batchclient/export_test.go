@@ -1,6 +1,7 @@
 package batchclient
 
 import (
+	"context"
 	"net"
 
 	"github.com/smallnest/rpcx/client"
@@ -112,4 +113,22 @@ func WriterFrames(c *Client, addr string) int64 {
 func SetCombining(t interface{ Cleanup(func()) }, on bool) {
 	was := lane.SetCombining(on)
 	t.Cleanup(func() { lane.SetCombining(was) })
+}
+
+// WatchContext gives ctx a shared-context watch now (ctxwatch.go), as
+// the client does for a context it has seen shared, and reports whether a
+// slot was free.
+func WatchContext(c *Client, ctx context.Context) bool { return c.watch(ctx, ctx.Done()) }
+
+// SharedWatches is the number of shared-context watches c holds.
+func SharedWatches(c *Client) int { return c.watchCount() }
+
+// FiredWatch leaves in c a watch of ctx (which must have ended) that has
+// fired and walked its lanes, as a call that took the watch just before it
+// fired finds it (the window Call's fired check closes).
+func FiredWatch(c *Client, ctx context.Context) {
+	w := &ctxWatch{c: c, ctx: ctx, done: ctx.Done()}
+	c.watches[0].Store(w)
+	w.fire()
+	c.watches[0].Store(w)
 }

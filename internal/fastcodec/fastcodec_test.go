@@ -103,3 +103,19 @@ func mustEncode(t *testing.T, v any) []byte {
 	require.NoError(t, err)
 	return b
 }
+
+// BenchmarkFastDecode decodes the perf harness's data payload (three
+// structs of ten named integers) into a reused value with one Codec, as a
+// server worker or a lane's reader does.
+func BenchmarkFastDecode(b *testing.B) {
+	p, err := fastcodec.Encode(protocol.MsgPack, testsvc.NewData(3))
+	require.NoError(b, err)
+	var c fastcodec.Codec
+	var r testsvc.Data
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if err := c.Decode(protocol.MsgPack, p, &r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

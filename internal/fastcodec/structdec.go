@@ -42,6 +42,19 @@ func (p *structPlan) decodeAt(data []byte, pos int, base unsafe.Pointer) (int, b
 		return pos, false
 	}
 	for i := 0; i < n; i++ {
+		// The library's encoder writes the fields in order, each name a
+		// fixstr: the bytes at hand are compared with the i-th field's
+		// key as written, in one word. They are that key exactly, so
+		// reading and looking it up would find that field.
+		if i < len(p.fields) {
+			if f := &p.fields[i]; f.keyLen > 0 && f.keyLen <= len(data)-pos && packName(data[pos:pos+f.keyLen]) == f.keyWord {
+				var ok bool
+				if pos, ok = f.decodeValue(data, pos+f.keyLen, base); !ok {
+					return pos, false
+				}
+				continue
+			}
+		}
 		key, next, ok := readBytes(data, pos)
 		if !ok {
 			return pos, false
@@ -67,15 +80,49 @@ func (p *structPlan) decodeAt(data []byte, pos int, base unsafe.Pointer) (int, b
 // lookup finds the field named key, trying first the field the library's
 // encoder would have written at index i.
 func (p *structPlan) lookup(i int, key []byte) *fieldPlan {
-	if i < len(p.fields) && p.fields[i].name == string(key) {
+	// A short key is packed once, and compared as a word with each name:
+	// a string comparison calls memequal, and the lookups were a tenth of
+	// the server's CPU on a payload of 33 named fields.
+	var word uint64
+	if len(key) <= 8 {
+		word = packName(key)
+	}
+	if i < len(p.fields) && p.fields[i].matches(key, word) {
 		return &p.fields[i]
 	}
 	for j := range p.fields {
-		if p.fields[j].name == string(key) {
+		if p.fields[j].matches(key, word) {
 			return &p.fields[j]
 		}
 	}
 	return nil
+}
+
+// matches reports whether key is the field's name; word is key packed
+// by packName when key is at most 8 bytes long.
+func (f *fieldPlan) matches(key []byte, word uint64) bool {
+	if len(key) != len(f.name) {
+		return false
+	}
+	if f.short {
+		return word == f.word
+	}
+	return f.name == string(key)
+}
+
+// packName packs a name of at most 8 bytes into a word. Two names of the
+// same length pack alike only if they are equal: the two loads together
+// cover every byte (they overlap for lengths 3, 5, 6 and 7).
+func packName(b []byte) uint64 {
+	switch n := len(b); {
+	case n >= 4:
+		return uint64(binary.LittleEndian.Uint32(b)) | uint64(binary.LittleEndian.Uint32(b[n-4:]))<<32
+	case n >= 2:
+		return uint64(binary.LittleEndian.Uint16(b)) | uint64(binary.LittleEndian.Uint16(b[n-2:]))<<16
+	case n == 1:
+		return uint64(b[0])
+	}
+	return 0
 }
 
 func (f *fieldPlan) decodeValue(data []byte, pos int, base unsafe.Pointer) (int, bool) {

@@ -49,6 +49,15 @@ type fieldPlan struct {
 	kind   reflect.Kind
 	offset uintptr
 	sub    *structPlan // kind == reflect.Struct
+	// word is name packed by packName when it is at most 8 bytes long
+	// (short): decoding matches such a name with one comparison (matches).
+	word  uint64
+	short bool
+	// keyWord is the name as the library's encoder writes it (fixstr
+	// header and bytes), packed, when that is at most 8 bytes (keyLen,
+	// else 0): decodeAt checks the bytes at hand against it first.
+	keyWord uint64
+	keyLen  int
 }
 
 // encStep appends lit, then the leaf of kind at offset (none for
@@ -171,6 +180,12 @@ func compileStruct(t reflect.Type, depth int) *structPlan {
 		}
 		seen[name] = true
 		fp := fieldPlan{name: name, kind: f.Type.Kind(), offset: f.Offset}
+		if len(name) <= 8 {
+			fp.word, fp.short = packName([]byte(name)), true
+		}
+		if key := mpack.AppendStr(nil, name); len(key) <= 8 {
+			fp.keyWord, fp.keyLen = packName(key), len(key)
+		}
 		switch fp.kind {
 		case reflect.Bool, reflect.String, reflect.Float32, reflect.Float64,
 			reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,

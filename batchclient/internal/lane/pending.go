@@ -230,6 +230,10 @@ type Pending struct {
 	DeferDecode bool
 	Undecoded   bool
 	Raw         []byte
+	// Group, when set, marks the call as one of a group that ends
+	// together (batchclient's calls on one shared context): ClaimGroup
+	// claims the group's calls still pending.
+	Group any
 }
 
 // Finish completes pc, a call claimed from the lane, with err: its watch
@@ -298,6 +302,24 @@ func (l *Lane) Claim(id uint64) *Pending {
 	call := l.pending.claim(id)
 	l.checkDrained()
 	return call
+}
+
+// ClaimGroup removes and returns, appended to dst, the pending calls
+// whose Group is g; whoever claims a call completes it (Finish). Each
+// shard is taken once.
+func (l *Lane) ClaimGroup(g any, dst []*Pending) []*Pending {
+	for si := range l.pending.shards {
+		s := &l.pending.shards[si]
+		s.mu.Lock()
+		for i := range s.slots {
+			if pc := s.slots[i].pc; pc != nil && pc.Group == g {
+				dst = append(dst, s.takeLocked(s.slots[i].id, i))
+			}
+		}
+		s.mu.Unlock()
+	}
+	l.checkDrained()
+	return dst
 }
 
 // PendingCalls is the count of calls waiting for their replies on the

@@ -129,6 +129,10 @@ func (l *Lane) flush(ws *writerState, bound time.Time, frames int) error {
 // back. ws is the socket owner's: its codec and its argument buffers.
 func (l *Lane) encodeDeferred(ws *writerState, batch []*entry, budget int64) []*entry {
 	kept, dropped := batch[:0], 0
+	// The codec is looked up once for the batch, at its first deferred
+	// entry (a map access per entry otherwise).
+	var cd fastcodec.Resolved
+	resolved := false
 	for _, e := range batch {
 		if !e.deferred || budget <= 0 {
 			kept = append(kept, e)
@@ -145,7 +149,10 @@ func (l *Lane) encodeDeferred(ws *writerState, batch []*entry, budget int64) []*
 			dropped++ // withdrawn: the call is over, and e is its caller's
 			continue
 		}
-		err := l.encodeDeferredArgs(ws, e)
+		if !resolved {
+			cd, resolved = fastcodec.Resolve(l.cfg.SerializeType), true
+		}
+		err := l.encodeDeferredArgs(ws, e, cd)
 		if err == nil {
 			e.argState.Store(argsEncoded)
 			kept = append(kept, e)
@@ -156,7 +163,12 @@ func (l *Lane) encodeDeferred(ws *writerState, batch []*entry, budget int64) []*
 		id := e.ID
 		e.argState.Store(argsDone) // from here on e is its caller's
 		if pc := l.Claim(id); pc != nil {
-			l.cfg.Metrics.ErrCodec.Inc(1)
+			if errors.Is(err, fastcodec.ErrNoCodec) {
+				// As Go and Cast fail on their callers' goroutines.
+				err = ErrUnsupportedCodec
+			} else {
+				l.cfg.Metrics.ErrCodec.Inc(1)
+			}
 			l.Finish(pc, err)
 		}
 	}
@@ -168,13 +180,13 @@ func (l *Lane) encodeDeferred(ws *writerState, batch []*entry, budget int64) []*
 }
 
 // encodeDeferredArgs encodes a deferred entry's arguments as its payload.
-func (l *Lane) encodeDeferredArgs(ws *writerState, e *entry) error {
+func (l *Lane) encodeDeferredArgs(ws *writerState, e *entry, cd fastcodec.Resolved) error {
 	if cap(e.buf) == 0 {
 		if e.buf = ws.argBufs.get(); e.buf == nil {
 			e.buf = l.newPayloadBuf()
 		}
 	}
-	payload, err := encodeArgs(&ws.fc, e.buf[:0], l.cfg.SerializeType, e.args)
+	payload, err := encodeArgs(&ws.fc, e.buf[:0], cd, e.args)
 	if err != nil {
 		return err
 	}
