@@ -77,7 +77,7 @@ func (c *conn) ping() {
 		return
 	}
 	c.pingWanted.Store(true)
-	c.kickLocked(false)
+	c.kickLocked(false, false)
 }
 
 // appendPing appends a server heartbeat: an rpcx heartbeat message, which

@@ -288,5 +288,5 @@ func (c *conn) noticeDrain() {
 		c.replyMu.Unlock()
 		return
 	}
-	c.kickLocked(false)
+	c.kickLocked(false, false)
 }

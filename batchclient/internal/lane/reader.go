@@ -65,9 +65,11 @@ func (l *Lane) readLoop() {
 			// settles for their next calls (settle.Settle counts them).
 			stalled := l.giveBack(len(replies))
 			l.countWoken(pcs)
+			woken := 0
 			for i := range replies {
 				if pcs[i] != nil {
 					l.complete(&replies[i], pcs[i], &fc)
+					woken++
 				}
 				replies[i], pcs[i] = codec.Reply{}, nil
 			}
@@ -75,6 +77,9 @@ func (l *Lane) readLoop() {
 				l.wakeWriter()
 			}
 			l.checkDrained()
+			if woken == 1 && br.Buffered() == 0 {
+				yieldToCaller()
+			}
 		case msg.Header.MessageType() == protocol.Request && msg.ServicePath == codec.ServicePath && msg.ServiceMethod == codec.MethodCredit:
 			inc, n, freed, err := codec.DecodeCreditBytes(msg.Payload)
 			if err != nil {
