@@ -120,15 +120,20 @@ func TestGapExpiresWhileFramesArrive(t *testing.T) {
 		// Frame 1 never comes; 2, 3, … arrive in bursts, across the
 		// moment the gap timer fires, until the server closes the
 		// connection (or, bounded, past twice the gap).
-		deadline := time.Now().Add(2 * missingFrameTimeout)
+		start := time.Now()
+		deadline := start.Add(2 * missingFrameTimeout)
 		for seq := uint64(2); time.Now().Before(deadline); {
-			// Ten frames a millisecond: some are always on their way
-			// through rpcx when the timer fires, and fewer than the
-			// held-frame bound arrive within the gap.
+			// Frames in bursts every millisecond, so that some are
+			// always on their way through rpcx when the timer fires;
+			// paced by the clock, not by counting sleeps (Go's timers
+			// are precise enough that ten a sleep reached the
+			// held-frame bound within the gap), at a rate that cannot
+			// reach the bound (16,384) before the loop's end:
+			// framesPerMs × 4,000 ms + a burst < 16,384.
+			due := 2 + framesPerMs*uint64(time.Since(start)/time.Millisecond+1)
 			var burst []byte
-			for range 10 {
+			for ; seq < due; seq++ {
 				burst = append(burst, batchMessage(frame(seq, mulEntry(0)))...)
-				seq++
 			}
 			if _, err := raw.Write(burst); err != nil {
 				return
@@ -141,6 +146,9 @@ func TestGapExpiresWhileFramesArrive(t *testing.T) {
 	line, _ := rpcxLog.find("closing connection from " + raw.LocalAddr().String())
 	assert.Contains(t, line, "never arrived")
 }
+
+// framesPerMs is TestGapExpiresWhileFramesArrive's pace.
+const framesPerMs = 4
 
 // missingFrameTimeout is how long the plugin waits for a missing frame
 // (conn.go's maxGap).
