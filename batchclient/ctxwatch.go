@@ -86,7 +86,7 @@ func (c *Client) noteContext(ctx context.Context, done <-chan struct{}) {
 }
 
 // watch gives the context a watch in a free slot, if there is one, and
-// reports whether it did.
+// reports whether it did; a closed client keeps none.
 func (c *Client) watch(ctx context.Context, done <-chan struct{}) bool {
 	w := &ctxWatch{c: c, ctx: ctx, done: done}
 	for i := range c.watches {
@@ -95,6 +95,16 @@ func (c *Client) watch(ctx context.Context, done <-chan struct{}) bool {
 			w.mu.Lock()
 			w.stop = context.AfterFunc(ctx, w.fire)
 			w.mu.Unlock()
+			if c.closed.Load() {
+				// Close ran since the caller looked (noteContext): its
+				// stopWatches may have dropped the slot before stop was
+				// set, or run before the slot was taken. Either way the
+				// watch is undone here; had closed read false, Close's
+				// stopWatches would come later and find stop set.
+				c.watches[i].CompareAndSwap(w, nil)
+				w.stop()
+				return false
+			}
 			return true
 		}
 	}
