@@ -100,7 +100,9 @@ func (c *Client) watch(ctx context.Context, done <-chan struct{}) bool {
 				// stopWatches may have dropped the slot before stop was
 				// set, or run before the slot was taken. Either way the
 				// watch is undone here; had closed read false, Close's
-				// stopWatches would come later and find stop set.
+				// stopWatches would come later and find stop set. A call
+				// that took the watch meanwhile routed before Close set
+				// closed: Close fails its lane at once (ErrClosed).
 				c.watches[i].CompareAndSwap(w, nil)
 				w.stop()
 				return false
