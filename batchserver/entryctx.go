@@ -35,17 +35,20 @@ type entryCtx struct {
 	start int64 // boxed only when a handler asks for it
 
 	hasDeadline bool
-	dl          deadlineCtx // used only when hasDeadline
+	// hs is the request hooks present when the entry's frame was
+	// delivered (see req below). Beside hasDeadline, not after req: the
+	// two bools then share one word, and the struct is 192 bytes, a size
+	// class smaller (it was 200, allocated as 208) for every entry.
+	hs hookSet
+	dl deadlineCtx // used only when hasDeadline
 
 	metaMu  sync.Mutex // guards reqMeta and resMeta (made on first use)
 	reqMeta map[string]string
 	resMeta map[string]string
 
-	// req is the entry as an rpcx request message, and hs the request
-	// hooks present when its frame was delivered; req is nil when the
-	// server's plugins have none (see entryhooks.go).
+	// req is the entry as an rpcx request message; nil when the server's
+	// plugins have no request hooks (hs; see entryhooks.go).
 	req *protocol.Message
-	hs  hookSet
 
 	// frame is the entry's frame, whose bytes the entry holds until it
 	// finishes (bytewindow.go).

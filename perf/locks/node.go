@@ -68,9 +68,11 @@ type NodeResult struct {
 	// a sign the point measured the timeouts, not the locks.
 	LostHolders int64 `json:"lost_holders"`
 	// Mallocs and GCs are the heap allocations and garbage collections
-	// the node made during the point.
-	Mallocs uint64 `json:"mallocs"`
-	GCs     uint32 `json:"gcs"`
+	// the node made during the point; AllocBytes is the bytes those
+	// allocations took, which sets how often the collector runs.
+	Mallocs    uint64 `json:"mallocs"`
+	AllocBytes uint64 `json:"alloc_bytes"`
+	GCs        uint32 `json:"gcs"`
 	// Messages counts the calls the node made to the other node during
 	// the point, by lock service method (one-way messages included).
 	Messages map[string]int64 `json:"messages"`
@@ -216,6 +218,7 @@ func runPoint(nodes []*lock.Node, tr *countingTransport, sp Spec, ready func() e
 	res.CPUs = (readUsage() - before).Seconds()
 	runtime.ReadMemStats(&ms1)
 	res.Mallocs = ms1.Mallocs - ms0.Mallocs
+	res.AllocBytes = ms1.TotalAlloc - ms0.TotalAlloc
 	res.GCs = ms1.NumGC - ms0.NumGC
 	res.Messages = tr.snapshot()
 	for m, c := range sent0 {

@@ -46,6 +46,7 @@ type Result struct {
 	NodeCPUs       []float64 `json:"node_cpu_s"`
 	NodeRSSMB      []float64 `json:"node_peak_rss_mb"`
 	NodeMallocs    []uint64  `json:"node_mallocs"`
+	NodeAllocBytes []uint64  `json:"node_alloc_bytes"`
 	NodeGCs        []uint32  `json:"node_gcs"`
 	// Messages sums the nodes' calls to each other by method.
 	Messages map[string]int64 `json:"messages,omitempty"`
@@ -215,6 +216,7 @@ func runOne(ctx context.Context, cfg Config, p point, run int, etcd *etcdtest.Et
 		res.NodeCPUs = append(res.NodeCPUs, nr.CPUs)
 		res.NodeRSSMB = append(res.NodeRSSMB, nr.PeakRSSMB)
 		res.NodeMallocs = append(res.NodeMallocs, nr.Mallocs)
+		res.NodeAllocBytes = append(res.NodeAllocBytes, nr.AllocBytes)
 		res.NodeGCs = append(res.NodeGCs, nr.GCs)
 		for m, c := range nr.Messages {
 			if c == 0 {
