@@ -23,6 +23,9 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+	@# Every planted fault (make mutate) must still find its line: a fault
+	@# whose line the code no longer has tests nothing.
+	$(GO) run ./internal/testkit/mutate -list > /dev/null || $(GO) run ./internal/testkit/mutate -list
 
 # The etcd tests run verbose, so that the log names each one that ran (or
 # says why it was skipped).

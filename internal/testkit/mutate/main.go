@@ -55,8 +55,8 @@ var faults = []fault{
 	{
 		name: "reply-to-wrong-id",
 		edits: []edit{{"batchclient/internal/lane/pending.go",
-			"\t\t\t\tpcs[i] = s.calls[id]\n",
-			"\t\t\t\tpcs[(i+1)%len(replies)] = s.calls[id]\n"}},
+			"\t\t\t\tpcs[i] = s.takeLocked(id, int(id>>shardBits&slotMask))\n",
+			"\t\t\t\tpcs[(i+1)%len(replies)] = s.takeLocked(id, int(id>>shardBits&slotMask))\n"}},
 		pkgs: []string{"./batchclient/..."},
 	},
 	{
