@@ -36,7 +36,9 @@ var (
 	// ErrTooLarge is returned for an entry bigger than the frame byte cap
 	// (the smaller of the client's and the server's MaxFrameBytes).
 	ErrTooLarge = lane.ErrTooLarge
-	// ErrUnsupportedCodec is returned for a serialize type rpcx has no codec for.
+	// ErrUnsupportedCodec is returned for a serialize type rpcx has no codec
+	// for; errors.Is also matches it to rpcx's client.ErrUnsupportedCodec, as
+	// rpcx's own client returns.
 	ErrUnsupportedCodec = lane.ErrUnsupportedCodec
 	// ErrEncode wraps an error or a panic of the codec while it encoded a
 	// call's arguments; the call was not sent.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smallnest/rpcx/client"
 	"github.com/smallnest/rpcx/protocol"
 	"github.com/stretchr/testify/require"
 
@@ -45,4 +46,30 @@ func TestCallWithoutCodecFails(t *testing.T) {
 	waitConnected(t, good, addr)
 	require.NoError(t, good.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 3}, &r))
 	require.Equal(t, 6, r.C)
+}
+
+// TestNoCodecErrorIsRPCXs: where rpcx's own client fails a call for want
+// of a codec with client.ErrUnsupportedCodec, so does the batch path, for
+// Call, Go and Cast: code written against rpcx's sentinel keeps working.
+func TestNoCodecErrorIsRPCXs(t *testing.T) {
+	const unregistered = protocol.SerializeType(13)
+	addr, _ := startServer(t, false)
+	ctx := ctxT(t, 10*time.Second)
+	args := &testsvc.Args{A: 2, B: 3}
+
+	opt := client.DefaultOption
+	opt.SerializeType = unregistered
+	pc := client.NewClient(opt)
+	require.NoError(t, pc.Connect("tcp", addr))
+	t.Cleanup(func() { pc.Close() })
+	var r testsvc.Reply
+	plainErr := pc.Call(ctx, "Arith", "Mul", args, &r)
+	require.ErrorIs(t, plainErr, client.ErrUnsupportedCodec, "rpcx's own answer")
+
+	c := newClient(t, batchclient.WithSerializeType(unregistered))
+	waitConnected(t, c, addr)
+	require.ErrorIs(t, c.Call(ctx, addr, "Arith", "Mul", args, &r), client.ErrUnsupportedCodec)
+	call := <-c.Go(ctx, addr, "Arith", "Mul", args, &r, nil).Done
+	require.ErrorIs(t, call.Error, client.ErrUnsupportedCodec)
+	require.ErrorIs(t, c.Cast(ctx, addr, "Arith", "Mul", args), client.ErrUnsupportedCodec)
 }

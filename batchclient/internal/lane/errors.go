@@ -1,6 +1,11 @@
 package lane
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/smallnest/rpcx/client"
+)
 
 // The errors a lane fails entries with. Package batchclient exports each
 // under the same name (its documentation is the user's); they live here
@@ -16,8 +21,9 @@ var (
 	// ErrTooLarge fails an entry bigger than the frame byte cap.
 	ErrTooLarge = errors.New("rpcxbatch: entry exceeds the frame byte cap; send a smaller payload or raise MaxFrameBytes on both sides")
 	// ErrUnsupportedCodec fails an entry whose serialize type rpcx has no
-	// codec for.
-	ErrUnsupportedCodec = errors.New("rpcxbatch: no rpcx codec for this serialize type")
+	// codec for. It wraps rpcx's client.ErrUnsupportedCodec, the error
+	// rpcx's own client fails such a call with.
+	ErrUnsupportedCodec = fmt.Errorf("rpcxbatch: no rpcx codec for this serialize type; register one in share.Codecs or pick another: %w", client.ErrUnsupportedCodec)
 	// ErrEncode wraps a codec's error or panic while encoding arguments.
 	ErrEncode = errors.New("rpcxbatch: cannot encode the arguments; check that the codec supports their type")
 	// ErrDecode wraps a codec's panic while decoding a reply.
