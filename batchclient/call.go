@@ -176,7 +176,12 @@ func (c *Client) callResult(ctx context.Context, sc *syncCall, reply any) error 
 			sc.pending.Raw = nil
 		}
 	}
-	if deadline, ok := ctx.Deadline(); err != nil && (ctx.Err() != nil || ok && !time.Now().Before(deadline)) {
+	if err == nil {
+		// The context is not read on success: with many callers it is
+		// out of the cache by the time the reply comes.
+		return nil
+	}
+	if deadline, ok := ctx.Deadline(); ctx.Err() != nil || ok && !time.Now().Before(deadline) {
 		// The server gave up at the same deadline, maybe a moment before
 		// the caller's own timer fired: report the caller's deadline, as
 		// for a reply that never came.
