@@ -32,7 +32,7 @@ const minRowSlots = 16
 // home is the slot a hash probes first. The low bits chose the shard
 // (table.shard), so the index takes the bits above them.
 func (x *rowIndex) home(hash uint64) int {
-	return int(hash>>8) & (len(x.slots) - 1)
+	return int(hash>>shardBits) & (len(x.slots) - 1)
 }
 
 // get returns key's row, or nil.

@@ -20,7 +20,7 @@ func TestRowIndexActsAsMap(t *testing.T) {
 			n, _ := strconv.Atoi(key[1:])
 			// The low 8 bits pick the shard in a table: keep them fixed
 			// and vary the bits above, the index's.
-			return (uint64(n)*0x9e3779b97f4a7c15%spread)<<8 | 0x2a
+			return (uint64(n)*0x9e3779b97f4a7c15%spread)<<shardBits | 0x2a
 		}
 		keys := make([]string, 300)
 		for i := range keys {
@@ -64,18 +64,19 @@ func TestRowIndexActsAsMap(t *testing.T) {
 // key, and the index holds rows, not copies.
 func TestRowIndexSameHashDifferentKeys(t *testing.T) {
 	var x rowIndex
-	a := &row{key: "a", hash: 1 << 8}
-	b := &row{key: "b", hash: 1 << 8}
+	const h = 1 << shardBits
+	a := &row{key: "a", hash: h}
+	b := &row{key: "b", hash: h}
 	x.put(a)
-	if got := x.get(1<<8, "b"); got != nil {
+	if got := x.get(h, "b"); got != nil {
 		t.Fatalf("get(b) before b was put = %+v", got)
 	}
 	x.put(b)
-	if x.get(1<<8, "a") != a || x.get(1<<8, "b") != b {
+	if x.get(h, "a") != a || x.get(h, "b") != b {
 		t.Fatal("rows with one hash not told apart by key")
 	}
 	x.del(a)
-	if x.get(1<<8, "a") != nil || x.get(1<<8, "b") != b {
+	if x.get(h, "a") != nil || x.get(h, "b") != b {
 		t.Fatal("deleting a lost b, or kept a")
 	}
 }

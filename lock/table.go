@@ -30,7 +30,13 @@ func (m Mode) String() string {
 	return fmt.Sprintf("Mode(%d)", uint8(m))
 }
 
-const numShards = 256
+// numShards is the table's shards, a power of two: a key's hash picks its
+// shard by its low shardBits bits and its slot in the shard's index by the
+// bits above them (rowIndex.home).
+const (
+	shardBits = 8
+	numShards = 1 << shardBits
+)
 
 // table is a node's lock table: rows by key, sharded by key hash. A shard's
 // mutex guards its rows, their managers and the owner lists of its rows;
@@ -63,8 +69,8 @@ type row struct {
 	owners []*owner
 	mgr    *manager
 	// one is owners' own storage for a row's first holder, the usual
-	// only one: beside the row's other fields, so that taking and
-	// releasing a key touch one line of memory for the row, not two.
+	// only one: beside the row's other fields, not in an array of its own
+	// elsewhere in memory.
 	one [1]*owner
 	// key and hash name the row in its shard's index.
 	key  string
@@ -255,12 +261,12 @@ func (t *table) dequeueLocked(s *shard, h uint64, w *waiter) {
 			break
 		}
 	}
-	t.grantLocked(s, w.key, r)
+	t.grantLocked(s, r)
 }
 
 // grantLocked grants the head of r's queue as far as modes allow, in
 // ticket order, and deletes the row when nobody holds or wants it.
-func (t *table) grantLocked(s *shard, key string, r *row) {
+func (t *table) grantLocked(s *shard, r *row) {
 	if r.mgr != nil {
 		q := r.mgr.queue
 		n := 0
@@ -312,7 +318,7 @@ func (t *table) release(o *owner, key string) (waited bool) {
 		}
 	}
 	if len(r.owners) == 0 || r.mgr != nil {
-		t.grantLocked(s, key, r)
+		t.grantLocked(s, r)
 	}
 	s.mu.Unlock()
 	return waited
@@ -417,5 +423,5 @@ func (t *table) downgrade(o *owner, key string) {
 		return
 	}
 	r.mode = Shared
-	t.grantLocked(s, key, r)
+	t.grantLocked(s, r)
 }
