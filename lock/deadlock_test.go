@@ -115,10 +115,10 @@ func TestNoFalseDeadlockBetweenSharedWaiters(t *testing.T) {
 }
 
 func ticketOf(n *Node, key string) uint64 {
-	s := n.table.shard(key)
+	s, h := n.table.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r := s.rows[key]; r != nil {
+	if r := s.rows.get(h, key); r != nil {
 		return r.ticket
 	}
 	return 0

@@ -69,10 +69,10 @@ func recv(t testing.TB, ch chan error, what string) error {
 
 // dump describes key's row on n, for failure messages.
 func dump(n *Node, key string) string {
-	s := n.table.shard(key)
+	s, h := n.table.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.rows[key]
+	r := s.rows.get(h, key)
 	if r == nil {
 		return "free"
 	}

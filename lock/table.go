@@ -30,7 +30,13 @@ func (m Mode) String() string {
 	return fmt.Sprintf("Mode(%d)", uint8(m))
 }
 
-const numShards = 256
+// numShards is the table's shards, a power of two: a key's hash picks its
+// shard by its low shardBits bits and its slot in the shard's index by the
+// bits above them (rowIndex.home).
+const (
+	shardBits = 8
+	numShards = 1 << shardBits
+)
 
 // table is a node's lock table: rows by key, sharded by key hash. A shard's
 // mutex guards its rows, their managers and the owner lists of its rows;
@@ -50,8 +56,8 @@ type table struct {
 
 type shard struct {
 	mu   sync.Mutex // guards rows, their managers and owner lists
-	rows map[string]*row
-	_    [40]byte // keep neighbouring shards' mutexes off one cache line
+	rows rowIndex
+	_    [24]byte // keep neighbouring shards' mutexes off one cache line
 }
 
 // row is one locked key. It exists while the key is held or waited for.
@@ -63,9 +69,12 @@ type row struct {
 	owners []*owner
 	mgr    *manager
 	// one is owners' own storage for a row's first holder, the usual
-	// only one: beside the row's other fields, so that taking and
-	// releasing a key touch one line of memory for the row, not two.
+	// only one: beside the row's other fields, not in an array of its own
+	// elsewhere in memory.
 	one [1]*owner
+	// key and hash name the row in its shard's index.
+	key  string
+	hash uint64
 }
 
 // manager is the queue of a contended key, in ticket order. It exists only
@@ -91,11 +100,7 @@ type waiter struct {
 }
 
 func newTable() *table {
-	t := &table{seed: maphash.MakeSeed(), waits: make(map[OwnerID][]*waiter)}
-	for i := range t.shards {
-		t.shards[i].rows = make(map[string]*row)
-	}
-	return t
+	return &table{seed: maphash.MakeSeed(), waits: make(map[OwnerID][]*waiter)}
 }
 
 var rowPool = sync.Pool{New: func() any {
@@ -104,23 +109,33 @@ var rowPool = sync.Pool{New: func() any {
 	return r
 }}
 
-func (t *table) shard(key string) *shard {
-	return &t.shards[maphash.String(t.seed, key)%numShards]
+// shard returns key's shard and hash: the hash's low bits chose the
+// shard, the rest place the key in the shard's index.
+func (t *table) shard(key string) (*shard, uint64) {
+	h := maphash.String(t.seed, key)
+	return &t.shards[h%numShards], h
+}
+
+// newRow makes the row of key (hash h), held by o in mode, and indexes it
+// in s.
+func (s *shard) newRow(key string, h uint64, o *owner, mode Mode) {
+	r := rowPool.Get().(*row)
+	r.ticket = 1
+	r.mode = mode
+	r.owners = append(r.owners[:0], o)
+	r.key, r.hash = key, h
+	s.rows.put(r)
 }
 
 // tryTakeNow takes key for o if that needs no wait, and otherwise changes
 // nothing (no ticket, no waiter).
 func (t *table) tryTakeNow(o *owner, key string, mode Mode) bool {
-	s := t.shard(key)
+	s, h := t.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.rows[key]
+	r := s.rows.get(h, key)
 	if r == nil {
-		r = rowPool.Get().(*row)
-		r.ticket = 1
-		r.mode = mode
-		r.owners = append(r.owners[:0], o)
-		s.rows[key] = r
+		s.newRow(key, h, o, mode)
 		return true
 	}
 	if r.mgr == nil && r.mode == Shared && mode == Shared {
@@ -134,15 +149,11 @@ func (t *table) tryTakeNow(o *owner, key string, mode Mode) bool {
 // tryTake takes key for o if that needs no wait. On a wait it queues a
 // waiter and returns it; the caller must then wait for its verdict.
 func (t *table) tryTake(o *owner, key string, mode Mode) *waiter {
-	s := t.shard(key)
+	s, h := t.shard(key)
 	s.mu.Lock()
-	r := s.rows[key]
+	r := s.rows.get(h, key)
 	if r == nil {
-		r = rowPool.Get().(*row)
-		r.ticket = 1
-		r.mode = mode
-		r.owners = append(r.owners[:0], o)
-		s.rows[key] = r
+		s.newRow(key, h, o, mode)
 		s.mu.Unlock()
 		return nil
 	}
@@ -183,10 +194,10 @@ func (t *table) wait(ctx context.Context, w *waiter) error {
 // verdict w ends with. A granted waiter being settled by its own goroutine
 // (ctx ended at the same moment) gives the grant back.
 func (t *table) settle(w *waiter, err error) error {
-	s := t.shard(w.key)
+	s, h := t.shard(w.key)
 	s.mu.Lock()
 	if !w.settled {
-		t.dequeueLocked(s, w)
+		t.dequeueLocked(s, h, w)
 		w.settled = true
 		s.mu.Unlock()
 		return err
@@ -203,13 +214,13 @@ func (t *table) settle(w *waiter, err error) error {
 // fail ends w with err (a deadlock verdict) if it still waits. It reports
 // whether it did.
 func (t *table) fail(w *waiter, err error) bool {
-	s := t.shard(w.key)
+	s, h := t.shard(w.key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if w.settled {
 		return false
 	}
-	t.dequeueLocked(s, w)
+	t.dequeueLocked(s, h, w)
 	w.settled = true
 	w.done <- err
 	return true
@@ -236,8 +247,8 @@ func (t *table) unindex(w *waiter) {
 
 // dequeueLocked takes w out of its row's queue and grants whoever that
 // unblocks (a writer that withdraws can let the readers behind it in).
-func (t *table) dequeueLocked(s *shard, w *waiter) {
-	r := s.rows[w.key]
+func (t *table) dequeueLocked(s *shard, h uint64, w *waiter) {
+	r := s.rows.get(h, w.key)
 	if r == nil || r.mgr == nil {
 		return
 	}
@@ -250,12 +261,12 @@ func (t *table) dequeueLocked(s *shard, w *waiter) {
 			break
 		}
 	}
-	t.grantLocked(s, w.key, r)
+	t.grantLocked(s, r)
 }
 
 // grantLocked grants the head of r's queue as far as modes allow, in
 // ticket order, and deletes the row when nobody holds or wants it.
-func (t *table) grantLocked(s *shard, key string, r *row) {
+func (t *table) grantLocked(s *shard, r *row) {
 	if r.mgr != nil {
 		q := r.mgr.queue
 		n := 0
@@ -279,8 +290,9 @@ func (t *table) grantLocked(s *shard, key string, r *row) {
 		}
 	}
 	if len(r.owners) == 0 && r.mgr == nil {
-		delete(s.rows, key)
+		s.rows.del(r)
 		r.owners = r.owners[:0]
+		r.key = ""
 		rowPool.Put(r)
 	}
 }
@@ -288,9 +300,9 @@ func (t *table) grantLocked(s *shard, key string, r *row) {
 // release gives back o's hold on key; it reports whether anybody waited
 // for key.
 func (t *table) release(o *owner, key string) (waited bool) {
-	s := t.shard(key)
+	s, h := t.shard(key)
 	s.mu.Lock()
-	r := s.rows[key]
+	r := s.rows.get(h, key)
 	if r == nil {
 		s.mu.Unlock()
 		return false
@@ -306,7 +318,7 @@ func (t *table) release(o *owner, key string) (waited bool) {
 		}
 	}
 	if len(r.owners) == 0 || r.mgr != nil {
-		t.grantLocked(s, key, r)
+		t.grantLocked(s, r)
 	}
 	s.mu.Unlock()
 	return waited
@@ -315,10 +327,10 @@ func (t *table) release(o *owner, key string) (waited bool) {
 // upgrade turns o's shared hold on key exclusive when o is its only holder
 // and nobody waits.
 func (t *table) upgrade(o *owner, key string) error {
-	s := t.shard(key)
+	s, h := t.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.rows[key]
+	r := s.rows.get(h, key)
 	if r == nil || len(r.owners) != 1 || r.owners[0] != o || r.mgr != nil {
 		return ErrUpgrade
 	}
@@ -337,10 +349,10 @@ func (t *table) upgrade(o *owner, key string) error {
 // holders and for the request just ahead of it, or for the whole run of
 // Shared requests just ahead (they are granted together).
 func (t *table) blockersOf(w *waiter) []*owner {
-	s := t.shard(w.key)
+	s, h := t.shard(w.key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.rows[w.key]
+	r := s.rows.get(h, w.key)
 	if r == nil || w.settled {
 		// A granted request's holders include its own: read as its
 		// blockers, they made a walk from it a cycle of one.
@@ -386,10 +398,10 @@ func (t *table) waitsOf(id OwnerID) []*waiter {
 
 // snapshot reports, for tests, the mode and holder count of key.
 func (t *table) snapshot(key string) (Mode, int, int) {
-	s := t.shard(key)
+	s, h := t.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.rows[key]
+	r := s.rows.get(h, key)
 	if r == nil {
 		return 0, 0, 0
 	}
@@ -403,13 +415,13 @@ func (t *table) snapshot(key string) (Mode, int, int) {
 // downgrade turns o's exclusive hold on key back to shared (a failed
 // request undoing its upgrade) and lets the shared waiters in.
 func (t *table) downgrade(o *owner, key string) {
-	s := t.shard(key)
+	s, h := t.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.rows[key]
+	r := s.rows.get(h, key)
 	if r == nil || len(r.owners) != 1 || r.owners[0] != o {
 		return
 	}
 	r.mode = Shared
-	t.grantLocked(s, key, r)
+	t.grantLocked(s, r)
 }
