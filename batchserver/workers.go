@@ -23,7 +23,8 @@ const (
 	// checkEvery is how many parks go between two looks at the clock.
 	checkEvery = 16
 	// keptQueueCap is the largest queue kept while it is empty; a larger
-	// one, left by a burst, is let go at the next trim.
+	// one, left by a burst, is let go at the first trim after a second
+	// that needed no more than a quarter of it.
 	keptQueueCap = 1024
 	// minQueueCap is the room of a fresh queue (a power of two).
 	minQueueCap = 64
@@ -111,8 +112,9 @@ type workers struct {
 	// emptied (see pushLocked).
 	queue   []task
 	head, n int
-	// mostQueue is the most room the queue had so far.
-	mostQueue int
+	// mostQueue is the most room the queue had so far; queuePeak the
+	// most entries queued at once since the last trim.
+	mostQueue, queuePeak int
 	// procs is runtime.GOMAXPROCS, read again at each trim (it can
 	// change while the process runs).
 	procs int
@@ -289,6 +291,7 @@ func (w *workers) pushLocked(t task) {
 	}
 	w.queue[(w.head+w.n)&(len(w.queue)-1)] = t
 	w.n++
+	w.queuePeak = max(w.queuePeak, w.n)
 	w.queued.Add(1)
 }
 
@@ -380,9 +383,14 @@ func (w *workers) trim(now time.Time) {
 func (w *workers) trimLocked(now time.Time) {
 	w.lastTrim = now
 	w.procs = runtime.GOMAXPROCS(0)
-	if w.n == 0 && len(w.queue) > keptQueueCap {
+	// A large queue is let go once empty, but only when the last second
+	// needed no more than a quarter of it: under a steady load that empties
+	// it between bursts it was otherwise grown anew, by doublings from
+	// minQueueCap, every second (~15 bytes per entry served).
+	if w.n == 0 && len(w.queue) > keptQueueCap && w.queuePeak <= len(w.queue)/4 {
 		w.queue, w.head = nil, 0
 	}
+	w.queuePeak = w.n
 	busy := w.live - len(w.idle)
 	w.need = max(w.peak, w.need/2)
 	w.peak = busy
