@@ -54,7 +54,7 @@ func parseConfig(args []string) (Config, error) {
 	// Designs 1 and 3 take 2,000,000 locks a point, a tenth of elock's
 	// 20,000,000: long enough that a holder's first contact with the
 	// other node (its proxy and state made there, its goroutine's stack
-	// grown: 25–30 µs a holder on either transport) is a small part
+	// grown: 15–30 µs a holder on either transport) is a small part
 	// of a lock's cost, as in elock's runs, not a tenth of the locks.
 	fs.IntVar(&c.Txns1, "txns1", 100, "design 1: transactions (one two-node lock each) per client")
 	fs.IntVar(&c.Txns3, "txns3", 10, "design 3: transactions (ten two-node locks each) per client")
