@@ -7,28 +7,42 @@ import (
 )
 
 // deadlineCtx carries a caller's deadline to a handler without arming a
-// timer unless the handler asks for Done. context.WithDeadline arms one per
-// call, and most handlers never look: at hundreds of thousands of entries a
-// second the timers alone cost more than the frame that carried them.
-// Measured (BenchmarkEntryDeadline, 2 cores, handler not asking for Done):
-// 0.11-0.15 µs and 1 allocation (none inside entryCtx) a context, against
-// 0.8-1.3 µs and 4 allocations for context.WithDeadline and its cancel.
+// timer unless the handler asks for Done or derives a context from it.
+// context.WithDeadline arms one per call, and most handlers never look: at
+// hundreds of thousands of entries a second the timers alone cost more
+// than the frame that carried them. Measured (BenchmarkEntryDeadline, 2
+// cores, handler not asking for Done): 0.11-0.15 µs and 1 allocation (none
+// inside entryCtx) a context, against 0.8-1.3 µs and 4 allocations for
+// context.WithDeadline and its cancel.
+//
+// When the handler does ask, the context becomes a real one: a
+// context.WithDeadline made then (inner), whose Done and Err it returns
+// from then on. A context derived from the handler's (WithCancel,
+// WithTimeout, AfterFunc) then finds inner's cancelCtx through Value, as
+// package context looks for it, and registers as its child. Without that
+// it started a goroutine to watch Done for as long as it lived
+// (TestDerivedContextsStartNoGoroutine), where rpcx's own context.WithTimeout
+// context starts none.
 //
 // It keeps context.Context's contract: Err is nil until Done is closed, and
 // once Err is non-nil it never changes. The first of the deadline passing
 // (seen by the timer, Done or Err) and the entry ending decides the error.
 type deadlineCtx struct {
-	context.Context // the parent; never done (rooted in context.Background)
-	deadline        time.Time
+	deadline time.Time
 
-	mu    sync.Mutex    // guards done, timer and err
-	done  chan struct{} // made on first use of Done, or when err is set
-	timer *time.Timer
-	err   error // set once, together with done closing
+	mu sync.Mutex // guards inner, cancelInner and err
+	// inner is the context made on the first Done or lookup of a context
+	// package key; nil until then.
+	inner       context.Context
+	cancelInner context.CancelFunc
+	// err is the verdict reached before inner was made, if any.
+	err error
 }
 
-func newDeadlineCtx(parent context.Context, d time.Time) *deadlineCtx {
-	return &deadlineCtx{Context: parent, deadline: d}
+// newDeadlineCtx returns a context that ends at d. parent is not used: the
+// context is rooted in context.Background, as an entry's is.
+func newDeadlineCtx(_ context.Context, d time.Time) *deadlineCtx {
+	return &deadlineCtx{deadline: d}
 }
 
 // end ends the entry's context; a nil deadlineCtx (no deadline) is fine.
@@ -42,28 +56,25 @@ func (c *deadlineCtx) end() {
 func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // Done returns a channel closed at the deadline or when the entry ends,
-// arming the timer on first use.
+// making inner (and its timer) on first use.
 func (c *deadlineCtx) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.done != nil {
-		return c.done
-	}
-	// err is set only together with done, so the context is still live.
-	if !c.expireLocked(time.Now()) {
-		c.done = make(chan struct{})
-		c.timer = time.AfterFunc(time.Until(c.deadline), c.fire)
-	}
-	return c.done
+	return c.innerLocked().Done()
 }
 
-// fire is the timer's: the deadline has passed.
-func (c *deadlineCtx) fire() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	// The timer may run a moment early by the wall clock; Err must not
-	// report nil after Done closed, so this decides it.
-	c.finishLocked(context.DeadlineExceeded)
+// innerLocked returns inner, made on first use in the state the context
+// is in: ended by the entry, past its deadline, or running.
+func (c *deadlineCtx) innerLocked() context.Context {
+	if c.inner == nil {
+		// A deadline already past makes inner done at once, with
+		// DeadlineExceeded; an entry already ended cancels it.
+		c.inner, c.cancelInner = context.WithDeadline(context.Background(), c.deadline)
+		if c.err == context.Canceled {
+			c.cancelInner()
+		}
+	}
+	return c.inner
 }
 
 // Err returns nil until Done is closed; then context.DeadlineExceeded if
@@ -71,50 +82,38 @@ func (c *deadlineCtx) fire() {
 func (c *deadlineCtx) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.err == nil {
-		c.expireLocked(time.Now())
+	if c.inner != nil {
+		return c.inner.Err()
+	}
+	if c.err == nil && !time.Now().Before(c.deadline) {
+		c.err = context.DeadlineExceeded
 	}
 	return c.err
 }
 
-// expireLocked ends the context with DeadlineExceeded when now is at or
-// past the deadline, and reports whether it did.
-func (c *deadlineCtx) expireLocked(now time.Time) bool {
-	if now.Before(c.deadline) {
-		return false
+// Value answers package context's own lookup of the cancelCtx below a
+// context (its key is an *int, context's cancelCtxKey): with inner's, made
+// for it, so that a derived context is inner's child. Other keys are not
+// this context's.
+func (c *deadlineCtx) Value(key any) any {
+	if _, ok := key.(*int); !ok {
+		return nil
 	}
-	c.finishLocked(context.DeadlineExceeded)
-	return true
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.innerLocked().Value(key)
 }
 
-// finishLocked sets err, unless already set, and closes Done with it.
-func (c *deadlineCtx) finishLocked(err error) {
-	if c.err != nil {
-		return
-	}
-	c.err = err
-	if c.timer != nil {
-		c.timer.Stop()
-		c.timer = nil
-	}
-	if c.done == nil {
-		c.done = closedChan
-	} else {
-		close(c.done)
-	}
-}
-
-// cancel ends the entry: the timer, if armed, is stopped, and Done closes.
+// cancel ends the entry: inner, if made, is cancelled (its timer stopped),
+// and Done closes.
 func (c *deadlineCtx) cancel() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.finishLocked(context.Canceled)
+	if c.inner != nil {
+		c.cancelInner()
+		return
+	}
+	if c.err == nil {
+		c.err = context.Canceled
+	}
 }
-
-// closedChan is a Done channel for a context that ended before anyone
-// asked for Done.
-var closedChan = func() chan struct{} {
-	ch := make(chan struct{})
-	close(ch)
-	return ch
-}()

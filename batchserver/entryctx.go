@@ -141,6 +141,11 @@ func (e *entryCtx) Value(key any) any {
 	case resMetaKey:
 		return e.metadata(&e.resMeta)
 	}
+	if e.hasDeadline {
+		// Package context's lookup of the cancelCtx below a context: a
+		// context derived from this one becomes a child, not a goroutine.
+		return e.dl.Value(key)
+	}
 	return nil
 }
 
