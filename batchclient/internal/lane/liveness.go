@@ -35,6 +35,20 @@ func (l *Lane) owe(start int64) {
 	}
 }
 
+// forgive gives the peer a whole HeartbeatTimeout from now to answer what
+// it owes. The writer calls it when its heartbeat tick came far later than
+// due (over half of HeartbeatTimeout): this process, or the whole machine
+// (a virtual machine paused for a snapshot or a migration, with the
+// monotonic clock moving on), did not run for that long, and neither, as
+// likely, did the peer, which needs time to answer once both run again.
+// Its silence over the pause is no evidence (TestMachinePauseKeepsHealthyPeer);
+// a peer that stays silent is judged frozen a HeartbeatTimeout later.
+func (l *Lane) forgive(now time.Time) {
+	if l.owedSince.Load() != 0 {
+		l.owedWritten.Store(now.UnixNano())
+	}
+}
+
 // heard records that the reader got bytes from the peer: it is alive, and
 // has answered whatever was owed so far.
 func (l *Lane) heard() { l.lastRecv.Store(time.Now().UnixNano()) }

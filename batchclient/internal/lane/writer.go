@@ -48,10 +48,16 @@ func (l *Lane) writeLoop() {
 	defer stackpad.Touch(&pad)
 	tick := time.NewTicker(l.tickEvery())
 	defer tick.Stop()
+	lastTick := time.Now()
 	for {
 		select {
 		case <-l.wake:
 		case <-tick.C:
+			now := time.Now()
+			if now.Sub(lastTick) > l.cfg.HeartbeatTimeout/2 {
+				l.forgive(now)
+			}
+			lastTick = now
 			if err := l.heartbeat(); err != nil {
 				l.fail(fmt.Errorf("%w: %w", ErrConnection, err))
 				return
