@@ -32,7 +32,7 @@ func TestBusyPoolNewClientConnectsLikeRPCX(t *testing.T) {
 			require.NoError(t, s.RegisterName("Arith", new(testsvc.Arith), ""))
 			addr, stop, err := testsvc.Serve(s)
 			require.NoError(t, err)
-			t.Cleanup(stop)
+			t.Cleanup(testsvc.StopWhenIdle(s, stop))
 
 			// Both workers held, by a plain client (no lanes yet).
 			hd, err := client.NewPeer2PeerDiscovery("tcp@"+addr, "")

@@ -75,7 +75,7 @@ func startByteServer(t *testing.T, plain bool) (string, *Sink) {
 	require.NoError(t, s.RegisterName("Sink", sink, ""))
 	addr, stop, err := testsvc.Serve(s)
 	require.NoError(t, err)
-	t.Cleanup(stop)
+	t.Cleanup(testsvc.StopWhenIdle(s, stop))
 	return addr, sink
 }
 

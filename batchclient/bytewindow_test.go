@@ -32,7 +32,7 @@ func TestBytesInFlightStayWithinTheWindow(t *testing.T) {
 	require.NoError(t, err)
 	addr, stop, err := testsvc.Serve(s)
 	require.NoError(t, err)
-	t.Cleanup(stop)
+	t.Cleanup(testsvc.StopWhenIdle(s, stop))
 	c := newClient(t)
 	waitConnected(t, c, addr)
 

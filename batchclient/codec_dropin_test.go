@@ -68,7 +68,7 @@ func TestCodecRegisteredOnPointerSameAsPlainRPCX(t *testing.T) {
 		require.NoError(t, s.RegisterName("Vault", new(Vault), ""))
 		addr, stop, err := testsvc.Serve(s)
 		require.NoError(t, err)
-		t.Cleanup(stop)
+		t.Cleanup(testsvc.StopWhenIdle(s, stop))
 		return addr
 	}
 	plainAddr, batchAddr := serve(false), serve(true)

@@ -55,7 +55,7 @@ func maxConcurrency(t *testing.T, plain bool, n, ms int, opts []server.OptionFn,
 	require.NoError(t, s.RegisterName("Gauge", g, ""))
 	addr, stop, err := testsvc.Serve(s)
 	require.NoError(t, err)
-	t.Cleanup(stop)
+	t.Cleanup(testsvc.StopWhenIdle(s, stop))
 	d, err := client.NewPeer2PeerDiscovery("tcp@"+addr, "")
 	require.NoError(t, err)
 	var xc client.XClient
@@ -184,7 +184,7 @@ func TestPoolWindowPushesBackToClient(t *testing.T) {
 	require.NoError(t, s.RegisterName("Gauge", g, ""))
 	addr, stop, err := testsvc.Serve(s)
 	require.NoError(t, err)
-	t.Cleanup(stop)
+	t.Cleanup(testsvc.StopWhenIdle(s, stop))
 
 	c := newClient(t, batchclient.WithLanes(1), batchclient.WithQueueLimits(16, 1<<20))
 	waitConnected(t, c, addr)

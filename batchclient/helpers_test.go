@@ -27,7 +27,7 @@ func startServer(t testing.TB, plain bool, opts ...batchserver.Option) (string, 
 	require.NoError(t, s.RegisterName("Echo", new(testsvc.Echo), ""))
 	addr, stop, err := testsvc.Serve(s)
 	require.NoError(t, err)
-	t.Cleanup(stop)
+	t.Cleanup(testsvc.StopWhenIdle(s, stop))
 	return addr, p
 }
 

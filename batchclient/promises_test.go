@@ -96,7 +96,7 @@ func startRecorder(t *testing.T, plain bool) (string, *recorder, *[][]byte, *syn
 	}
 	addr, stop, err := testsvc.Serve(s)
 	require.NoError(t, err)
-	t.Cleanup(stop)
+	t.Cleanup(testsvc.StopWhenIdle(s, stop))
 	return addr, rec, &sent, &mu
 }
 
@@ -217,7 +217,7 @@ func TestCastToPlainServerIsOneway(t *testing.T) {
 	require.NoError(t, s.RegisterName("Rec", rec, ""))
 	addr, stop, err := testsvc.Serve(s)
 	require.NoError(t, err)
-	t.Cleanup(stop)
+	t.Cleanup(testsvc.StopWhenIdle(s, stop))
 
 	// Plain rpcx's oneway call, for reference.
 	pc := client.NewClient(client.DefaultOption)

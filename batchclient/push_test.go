@@ -49,7 +49,7 @@ func newPushServer(t *testing.T, plain bool) (string, *server.Server, *batchserv
 	require.NoError(t, s.RegisterName("Arith", new(testsvc.Arith), ""))
 	addr, stop, err := testsvc.Serve(s)
 	require.NoError(t, err)
-	t.Cleanup(stop)
+	t.Cleanup(testsvc.StopWhenIdle(s, stop))
 	return addr, s, p
 }
 

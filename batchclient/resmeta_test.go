@@ -53,7 +53,7 @@ func startMetaServer(t *testing.T, plain bool) string {
 	require.NoError(t, s.RegisterName("Meta", new(MetaSvc), ""))
 	addr, stop, err := testsvc.Serve(s)
 	require.NoError(t, err)
-	t.Cleanup(stop)
+	t.Cleanup(testsvc.StopWhenIdle(s, stop))
 	return addr
 }
 

@@ -54,7 +54,7 @@ func TestWindowBoundsUnfinishedEntries(t *testing.T) {
 	require.NoError(t, err)
 	addr, stop, err := testsvc.Serve(s)
 	require.NoError(t, err)
-	t.Cleanup(stop)
+	t.Cleanup(testsvc.StopWhenIdle(s, stop))
 
 	c := newClient(t, batchclient.WithQueueLimits(100, 1<<20), batchclient.WithOverflow(batchclient.OverflowFailFast))
 	waitConnected(t, c, addr)
@@ -95,7 +95,7 @@ func TestLargeEntryWokenWhenQueueDrains(t *testing.T) {
 	require.NoError(t, err)
 	addr, stop, err := testsvc.Serve(s)
 	require.NoError(t, err)
-	t.Cleanup(stop)
+	t.Cleanup(testsvc.StopWhenIdle(s, stop))
 	c := newClient(t, batchclient.WithQueueLimits(100, 4<<20))
 	waitConnected(t, c, addr)
 

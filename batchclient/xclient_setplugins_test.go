@@ -88,6 +88,6 @@ func serveArith(t *testing.T) (string, *server.Server) {
 	require.NoError(t, err)
 	addr, stop, err := testsvc.Serve(s)
 	require.NoError(t, err)
-	t.Cleanup(stop)
+	t.Cleanup(testsvc.StopWhenIdle(s, stop))
 	return addr, s
 }

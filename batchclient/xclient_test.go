@@ -117,7 +117,7 @@ func startCountingPlain(t *testing.T) (string, *atomic.Int64) {
 	require.NoError(t, s.RegisterName("Arith", countingArith{sleeps}, ""))
 	addr, stop, err := testsvc.Serve(s)
 	require.NoError(t, err)
-	t.Cleanup(stop)
+	t.Cleanup(testsvc.StopWhenIdle(s, stop))
 	return addr, sleeps
 }
 

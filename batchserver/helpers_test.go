@@ -53,22 +53,13 @@ func newServer(t testing.TB, opts ...batchserver.Option) (*server.Server, *batch
 }
 
 // serve starts s on loopback and closes it when the test ends, once its
-// connections are gone (up to a second): rpcx's Close stops the worker
-// pool of server.WithPool without waiting for the connections' goroutines,
-// one of which may be handing the pool a request at that moment, a data
-// race inside rpcx and its pool library that -race reports
-// (TestBusyPingSkipsAStuckLane failed so once, 2026-12-01). The test's
-// clients, made after the server, are closed before this runs.
+// connections are gone (testsvc.StopWhenIdle: TestBusyPingSkipsAStuckLane
+// failed once on a data race inside rpcx's Close).
 func serve(t testing.TB, s *server.Server) string {
 	t.Helper()
 	addr, stop, err := testsvc.Serve(s)
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		for deadline := time.Now().Add(time.Second); len(s.ActiveClientConn()) > 0 && time.Now().Before(deadline); {
-			time.Sleep(5 * time.Millisecond)
-		}
-		stop()
-	})
+	t.Cleanup(testsvc.StopWhenIdle(s, stop))
 	return addr
 }
 
