@@ -119,7 +119,10 @@ func freezeMachine(t *testing.T, srv int, d, resume time.Duration) {
 // lost a lane that way (16:17, "nothing heard for 16.264s").
 func TestMachinePauseKeepsHealthyPeer(t *testing.T) {
 	srv := childproc.Start(t, "127.0.0.1:0")
-	c := newClient(t, batchclient.WithHeartbeat(200*time.Millisecond, time.Second))
+	// HeartbeatTimeout 2 s: the server runs again 0.75 s after the client
+	// (the shell's continues, then its 0.5 s), and has over a second to
+	// answer even on a loaded machine.
+	c := newClient(t, batchclient.WithHeartbeat(200*time.Millisecond, 2*time.Second))
 	addr := srv.Addr()
 	waitConnected(t, c, addr)
 	inc := c.Info(addr).Incarnation
@@ -132,7 +135,7 @@ func TestMachinePauseKeepsHealthyPeer(t *testing.T) {
 		done <- c.Call(ctxT(t, 20*time.Second), addr, "Arith", "Sleep", &testsvc.Args{A: 100, B: 1}, &r)
 	}()
 	time.Sleep(20 * time.Millisecond)
-	freezeMachine(t, srv.Pid(), 2500*time.Millisecond, 500*time.Millisecond)
+	freezeMachine(t, srv.Pid(), 4*time.Second, 500*time.Millisecond)
 	require.NoError(t, <-done, "the call across the pause")
 	var r testsvc.Reply
 	require.NoError(t, c.Call(ctxT(t, 5*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 3}, &r))
