@@ -32,6 +32,7 @@ func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string
 	if m, ok := ctx.Value(lane.ReqMetaKey).(map[string]string); ok {
 		call.Metadata = m
 	}
+again:
 	l, pr, err := c.route(ctx, addr)
 	if err != nil {
 		call.Error = err
@@ -44,6 +45,9 @@ func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string
 	}
 	pc2 := &lane.Pending{Call: call}
 	id, _, err := l.Submit(ctx, codec.KindCall, pc2, false)
+	if errors.Is(err, lane.ErrRetired) {
+		goto again // the lane left its pool since route picked it
+	}
 	if errors.Is(err, lane.ErrFinished) {
 		return call
 	}
@@ -74,6 +78,7 @@ func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string
 func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any) error {
 	c.metrics.calls.Inc(1)
 	c.idle.Touch()
+again:
 	l, pr, err := c.route(ctx, addr)
 	if err != nil {
 		return err
@@ -112,6 +117,9 @@ func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod stri
 		// Never registered, or claimed back by submit: nothing refers to
 		// it.
 		putSyncCall(sc)
+		if errors.Is(err, lane.ErrRetired) {
+			goto again // the lane left its pool since route picked it
+		}
 		return err
 	}
 	// A context that can never end (no Done channel) leaves the wait to
@@ -230,6 +238,7 @@ func putSyncCall(sc *syncCall) {
 func (c *Client) Cast(ctx context.Context, addr, servicePath, serviceMethod string, args any) error {
 	c.metrics.casts.Inc(1)
 	c.idle.Touch()
+again:
 	l, pr, err := c.route(ctx, addr)
 	if err != nil {
 		return err
@@ -242,6 +251,9 @@ func (c *Client) Cast(ctx context.Context, addr, servicePath, serviceMethod stri
 		return err
 	}
 	_, _, err = l.Submit(ctx, codec.KindCast, &lane.Pending{Call: &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args}}, false)
+	if errors.Is(err, lane.ErrRetired) {
+		goto again // the lane left its pool since route picked it
+	}
 	return err
 }
 
@@ -253,6 +265,7 @@ func (c *Client) Cast(ctx context.Context, addr, servicePath, serviceMethod stri
 func (c *Client) Send(ctx context.Context, addr, handler string, payload []byte) error {
 	c.metrics.sends.Inc(1)
 	c.idle.Touch()
+again:
 	l, pr, err := c.route(ctx, addr)
 	if err != nil {
 		return err
@@ -265,5 +278,8 @@ func (c *Client) Send(ctx context.Context, addr, handler string, payload []byte)
 		return fmt.Errorf("%w: %s", ErrNotBatchPeer, addr)
 	}
 	_, _, err = l.Submit(ctx, codec.KindSend, &lane.Pending{Call: &client.Call{ServicePath: handler, Args: payload}}, false)
+	if errors.Is(err, lane.ErrRetired) {
+		goto again // the lane left its pool since route picked it
+	}
 	return err
 }

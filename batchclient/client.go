@@ -40,7 +40,9 @@ type Client struct {
 	// metrics before).
 	_  [64]byte
 	rr atomic.Uint64 // spreads keyless entries over a peer's lanes
-	_  [56]byte
+	// lanesOpen counts the lanes open to every peer (the lanes.open gauge).
+	lanesOpen atomic.Int64
+	_         [56]byte
 	// woken counts callers of Call whose reply has been handed over and
 	// who have not yet run to take it. Most will make their next call when
 	// they do, so lane writers let them run before taking the queue (see

@@ -21,7 +21,7 @@ func TestCallOverBatchPath(t *testing.T) {
 	c := newClient(t)
 	in := waitConnected(t, c, addr)
 	require.Equal(t, batchclient.Connected, in.Status)
-	require.Equal(t, p.Options().PoolSize, in.Lanes)
+	require.Equal(t, 1, in.Lanes, "a pool starts with one lane and grows only under load")
 	require.Equal(t, p.Incarnation(), in.Incarnation)
 
 	var r testsvc.Reply

@@ -13,6 +13,11 @@ type clientMetrics struct {
 	errService, errDown, errTimeout metrics.Counter
 	errCodec, errPushDropped        metrics.Counter
 	errDrain                        metrics.Counter
+	// lanesOpen is the lanes open to every peer; lanesAdded and
+	// lanesRetired count those opened beyond a pool's first and those
+	// retired for want of load.
+	lanesOpen                metrics.Gauge
+	lanesAdded, lanesRetired metrics.Counter
 }
 
 func newClientMetrics(r metrics.Registry) *clientMetrics {
@@ -25,6 +30,8 @@ func newClientMetrics(r metrics.Registry) *clientMetrics {
 		errOverload: c("errors.overload"), errConn: c("errors.connection"), errStale: c("errors.stale_incarnation"),
 		errService: c("errors.service"), errDown: c("errors.peer_down"), errTimeout: c("errors.timeout"),
 		errCodec: c("errors.codec"), errPushDropped: c("errors.push_dropped"),
-		errDrain: c("errors.draining"),
+		errDrain:   c("errors.draining"),
+		lanesOpen:  metrics.GetOrRegisterGauge("rpcxbatch.client.lanes.open", r),
+		lanesAdded: c("lanes.added"), lanesRetired: c("lanes.retired"),
 	}
 }

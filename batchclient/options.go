@@ -35,15 +35,37 @@ const (
 	DefaultReconnectMax      = 5 * time.Second
 	DefaultForgetDown        = time.Minute
 	DefaultReprobePlain      = time.Minute
+	DefaultMinLanes          = 1
+	DefaultLaneIdle          = 10 * time.Second
+	// MaxLanesCeiling bounds the lanes to one server whatever it announces
+	// (a server configured with WithPoolSize(10000) by mistake must not
+	// make its clients dial thousands of connections).
+	MaxLanesCeiling = 256
 )
 
 // Options configure a Client. Every field has a usable zero value; the
 // defaults are the Default constants above.
 type Options struct {
-	// Lanes is the number of lanes (connections) per server. 0, the
-	// default, takes the pool size the server's handshake asks for, which
-	// is the server's GOMAXPROCS unless configured otherwise.
+	// Lanes, when positive, fixes the number of lanes (connections) per
+	// server: all of them are opened at connect and kept. 0, the default,
+	// makes lanes follow the load: a peer starts with MinLanes and opens
+	// another, up to MaxLanes, when the lanes it has are saturated, and
+	// retires one when the pool has been underused for LaneIdle (see the
+	// README, "How lanes are sized").
 	Lanes int
+	// MinLanes is the lanes a peer starts with and keeps however idle.
+	// Default 1.
+	MinLanes int
+	// MaxLanes caps the lanes per server. 0, the default, takes the pool
+	// size the server's handshake announces (its GOMAXPROCS unless set
+	// with batchserver.WithPoolSize); either way at most MaxLanesCeiling.
+	MaxLanes int
+	// LaneIdle is how long a pool must have been underused (its lanes'
+	// writers busy for less than a quarter of one lane's time beyond
+	// what one lane fewer would carry) before one lane is retired; a
+	// retired lane takes no new entries, finishes what it holds and
+	// closes. Default 10 s.
+	LaneIdle time.Duration
 	// BatchCap is the most entries one frame carries. Default 1000; the
 	// server's cap wins when smaller.
 	BatchCap int
@@ -120,8 +142,19 @@ type Options struct {
 // Option sets one client option.
 type Option func(*Options)
 
-// WithLanes sets the lanes per server (0: as the server asks).
+// WithLanes fixes the lanes per server at n; 0 makes them follow the load
+// (the default, see WithLaneRange).
 func WithLanes(n int) Option { return func(o *Options) { o.Lanes = n } }
+
+// WithLaneRange makes lanes follow the load between min and max per server
+// (max 0: up to the pool size the server announces).
+func WithLaneRange(min, max int) Option {
+	return func(o *Options) { o.Lanes, o.MinLanes, o.MaxLanes = 0, min, max }
+}
+
+// WithLaneIdle sets how long a pool must have been underused before one of
+// its lanes is retired.
+func WithLaneIdle(d time.Duration) Option { return func(o *Options) { o.LaneIdle = d } }
 
 // WithBatchCap sets the entry cap per frame.
 func WithBatchCap(n int) Option { return func(o *Options) { o.BatchCap = n } }
@@ -207,6 +240,12 @@ func buildOptions(opts []Option) (Options, error) {
 	defd(&o.ReconnectMax, DefaultReconnectMax)
 	defd(&o.ForgetDown, DefaultForgetDown)
 	defd(&o.ReprobePlain, DefaultReprobePlain)
+	def(&o.MinLanes, DefaultMinLanes)
+	defd(&o.LaneIdle, DefaultLaneIdle)
+	if o.MinLanes < 0 || o.MaxLanes < 0 || o.LaneIdle < 0 || (o.MaxLanes > 0 && o.MaxLanes < o.MinLanes) ||
+		o.Lanes > MaxLanesCeiling || o.MinLanes > MaxLanesCeiling || o.MaxLanes > MaxLanesCeiling {
+		return o, fmt.Errorf("%w: lanes: MinLanes must be at least 1 and at most MaxLanes (MaxLanes 0: the server's pool), LaneIdle positive, and no lane count above %d", ErrInvalidOption, MaxLanesCeiling)
+	}
 	if o.Lanes < 0 || o.BatchCap < 0 || o.MaxFrameBytes < 0 || o.QueueEntries < 0 || o.QueueBytes < 0 ||
 		o.HeartbeatInterval < time.Millisecond || o.HeartbeatTimeout <= o.HeartbeatInterval ||
 		o.ReconnectMin <= 0 || o.ReconnectMax < o.ReconnectMin || o.DialTimeout <= 0 || o.HandshakeTimeout <= 0 || o.ForgetDown <= 0 || o.ReprobePlain <= 0 {

@@ -99,6 +99,9 @@ type peer struct {
 
 	// laneDown receives a notice from every lane of the pool that fails.
 	laneDown chan struct{}
+	// saturated receives a notice from a lane of the pool that cannot keep
+	// up alone (lanepool.go).
+	saturated chan struct{}
 	// reprobe asks the manager of a plain peer to ask the server again
 	// whether it has the batch plugin (its plain connection broke).
 	reprobe chan struct{}
@@ -113,21 +116,35 @@ type peerView struct {
 	state peerState
 	lanes []*lane.Lane
 	err   error
+	// moved, while the pool's last change in size has keys waiting for
+	// their old lanes, says which (lanepool.go).
+	moved *keyMove
 	// changed is closed when this view is replaced.
 	changed chan struct{}
 }
 
 func newPeer(env peerEnv, key, network, addr string) *peer {
 	p := &peer{env: env, key: key, network: network, addr: addr,
-		laneDown: make(chan struct{}, 64), reprobe: make(chan struct{}, 1), demand: make(chan struct{}, 1),
+		laneDown: make(chan struct{}, 64), saturated: make(chan struct{}, 1),
+		reprobe: make(chan struct{}, 1), demand: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
-	// Every lane of the pool tells this peer's manager when it fails.
+	// Every lane of the pool tells this peer's manager when it fails, and
+	// when it cannot keep up alone.
 	p.env.lane.Down = p.laneDown
+	p.env.lane.Saturated = p.saturated
 	p.view.Store(&peerView{state: stateConnecting, changed: make(chan struct{})})
 	p.plain = newPlainSlot(p)
 	p.lastUsed.Store(time.Now().UnixNano())
 	go p.run()
 	return p
+}
+
+// setPool publishes the pool's lanes after a change in their number, with
+// the keys that wait for their old lanes (moved, nil once none waits);
+// only the manager goroutine calls it.
+func (p *peer) setPool(lanes []*lane.Lane, moved *keyMove) {
+	old := p.view.Swap(&peerView{state: stateBatch, lanes: lanes, moved: moved, changed: make(chan struct{})})
+	close(old.changed)
 }
 
 // setState publishes a new view; only the manager goroutine calls it.
@@ -212,7 +229,7 @@ func (p *peer) run() {
 			}
 		}
 
-		dead := p.watch(lanes)
+		dead, lanes := p.serve(lanes)
 		if dead != nil && dead.Draining() {
 			// The server is shutting down gracefully (see drain.go).
 			drained := p.drainPool(lanes)
@@ -246,41 +263,14 @@ func (p *peer) run() {
 	}
 }
 
-// watch waits until a lane of the pool has failed or begun to drain, and
-// returns it, or for Stop (nil). Notices left over from lanes of an
-// earlier pool are recognised and skipped: only a lane of this pool
-// counts.
-func (p *peer) watch(lanes []*lane.Lane) *lane.Lane {
-	for {
-		select {
-		case <-p.laneDown:
-			for _, l := range lanes {
-				select {
-				case <-l.Dead():
-					return l
-				default:
-				}
-				if l.Draining() {
-					return l
-				}
-			}
-		case <-p.stop:
-			return nil
-		}
-	}
-}
-
-// connect dials and handshakes the whole lane pool.
+// connect dials and handshakes the pool's first lanes (lanepool.go).
 func (p *peer) connect() ([]*lane.Lane, error) {
 	d := &p.env.dial
 	conn, hs, err := d.Dial(p.stop)
 	if err != nil {
 		return nil, err
 	}
-	n := p.env.lanes
-	if n == 0 {
-		n = hs.PoolSize
-	}
+	n := p.firstLanes(p.laneCap(hs.PoolSize))
 	lanes := []*lane.Lane{lane.New(p.env.lane, p.key, conn, hs)}
 	for len(lanes) < n {
 		conn, hs2, err := d.Dial(p.stop)
@@ -307,13 +297,17 @@ func (p *peer) pick(ctx context.Context, key string, hasKey bool) (*lane.Lane, p
 		lanes, err := v.lanes, v.err
 		switch v.state {
 		case stateBatch:
-			var i uint64
-			if hasKey {
-				i = maphash.String(p.env.keySeed, key)
-			} else {
-				i = p.env.rr.Add(1)
+			if !hasKey {
+				return lanes[p.env.rr.Add(1)%uint64(len(lanes))], plainRef{}, nil
 			}
-			return lanes[i%uint64(len(lanes))], plainRef{}, nil
+			h := maphash.String(p.env.keySeed, key)
+			l := lanes[jump(h, len(lanes))]
+			if m := v.moved; m == nil || m.from[jump(h, len(m.from))] == l {
+				return l, plainRef{}, nil
+			}
+			// The key moved in the pool's last change: its entries go to
+			// the new lane once the old one has run what it had
+			// (lanepool.go). The wait is the old lane's round trip.
 		case statePlain:
 			p.lastUsed.Store(time.Now().UnixNano())
 			pr, err := p.usePlain(ctx)

@@ -33,6 +33,13 @@ type peerEnv struct {
 	reconnectMin, reconnectMax time.Duration
 	reprobePlain               time.Duration
 	lanes                      int
+	// minLanes, maxLanes and laneIdle are the options MinLanes, MaxLanes
+	// and LaneIdle (lanepool.go).
+	minLanes, maxLanes int
+	laneIdle           time.Duration
+	// lanesOpened adds n (negative: closed) to the Client's count of open
+	// lanes and its gauge.
+	lanesOpened func(n int)
 	// rpcx is the option the plain rpcx client connects with.
 	rpcx client.Option
 
@@ -63,6 +70,7 @@ type peerEnv struct {
 // peerMetrics are the Client's instruments a peer counts.
 type peerMetrics struct {
 	fallbacks, reconnects, errDown metrics.Counter
+	lanesAdded, lanesRetired       metrics.Counter
 }
 
 // peerEnv builds the environment of the peer for key (the address as the
@@ -76,9 +84,14 @@ func (c *Client) peerEnv(key, network, host string) peerEnv {
 		reconnectMin: o.ReconnectMin, reconnectMax: o.ReconnectMax,
 		reprobePlain: o.ReprobePlain,
 		lanes:        o.Lanes,
-		rpcx:         o.RPCX,
+		minLanes:     o.MinLanes, maxLanes: o.MaxLanes, laneIdle: o.LaneIdle,
+		lanesOpened: func(n int) {
+			c.metrics.lanesOpen.Update(c.lanesOpen.Add(int64(n)))
+		},
+		rpcx: o.RPCX,
 		metrics: peerMetrics{
 			fallbacks: c.metrics.fallbacks, reconnects: c.metrics.reconnects, errDown: c.metrics.errDown,
+			lanesAdded: c.metrics.lanesAdded, lanesRetired: c.metrics.lanesRetired,
 		},
 		lane:           c.laneConfig(key),
 		dial:           c.dialer(network, host),

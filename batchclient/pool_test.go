@@ -14,20 +14,25 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
 
-// The lane count comes from the server's handshake unless the client
-// overrides it, and Start on a connected address changes nothing (ecall's
-// connect_is_idempotent).
+// A pool starts with MinLanes lanes (one by default), WithLanes fixes the
+// count whatever the server announces, and Start on a connected address
+// changes nothing (ecall's connect_is_idempotent).
 func TestLaneCountAndIdempotentStart(t *testing.T) {
 	addr, p := startServer(t, false, batchserver.WithPoolSize(3))
 	c := newClient(t)
 	in := waitConnected(t, c, addr)
-	assert.Equal(t, 3, in.Lanes)
+	assert.Equal(t, 1, in.Lanes)
 	require.NoError(t, c.Start(addr))
 	assert.Equal(t, in, c.Info(addr))
 	assert.Equal(t, p.Incarnation(), in.Incarnation)
 
 	c2 := newClient(t, batchclient.WithLanes(5))
 	assert.Equal(t, 5, waitConnected(t, c2, addr).Lanes)
+	// A minimum above the server's pool is held to the pool.
+	c3 := newClient(t, batchclient.WithLaneRange(2, 0))
+	assert.Equal(t, 2, waitConnected(t, c3, addr).Lanes)
+	c4 := newClient(t, batchclient.WithLaneRange(8, 0))
+	assert.Equal(t, 3, waitConnected(t, c4, addr).Lanes)
 }
 
 // No frame carries more entries than the smaller of the two batch caps

@@ -195,7 +195,9 @@ func TestReadTimeoutNeverCutsIdleLane(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	addr := ln.Addr().String()
 
-	c := newClient(t) // heartbeat interval 500 ms: above the read timeout
+	// Heartbeat interval 500 ms: above the read timeout. Two fixed lanes,
+	// so that an idle lane is cut only if the read timeout cuts it.
+	c := newClient(t, batchclient.WithLanes(2))
 	waitConnected(t, c, addr)
 	call := func() {
 		var r testsvc.Reply

@@ -53,6 +53,9 @@ type Config struct {
 	// ClientIdleRelease, when not zero, makes the batch path's clients
 	// batchclient.WithIdleMemoryRelease(ClientIdleRelease).
 	ClientIdleRelease time.Duration
+	// ClientLanes, when not zero, fixes the batch path's lanes per server
+	// (batchclient.WithLanes); by default lanes follow the load.
+	ClientLanes int
 	// SharedServer serves both paths from one server process, as the
 	// harness did before 2026-12-01; by default each path has a server
 	// process of its own, so that a path's server RSS, goroutines and
@@ -145,6 +148,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&c.AfterLoad, "after-load", 0, "after the sweep, per path: one more burst (the sweep's largest call point) on a client kept open, then wait this long and report both processes' RSS against idle (0 = skip)")
 	fs.DurationVar(&c.ServerIdleRelease, "server-idle-release", 0, "server: return free memory to the OS once the load has been gone this long (batchserver.WithIdleMemoryRelease; 0 = off, the default)")
 	fs.DurationVar(&c.ClientIdleRelease, "client-idle-release", 0, "batch path's clients: return free memory to the OS once their load has been gone this long (batchclient.WithIdleMemoryRelease; 0 = off, the default)")
+	fs.IntVar(&c.ClientLanes, "client-lanes", 0, "batch path's clients: a fixed number of lanes per server (batchclient.WithLanes; 0 = lanes follow the load, the default)")
 	fs.BoolVar(&c.Progress, "progress", true, "print progress to stderr once a second while a point runs")
 	fs.BoolVar(&c.SharedServer, "shared-server", false, "serve both paths from one server process (default: a server process per path, so that each path's server memory is its own)")
 	fs.BoolVar(&c.Netns, "netns", false, "root only: server in its own network namespace over a veth pair")

@@ -38,10 +38,14 @@ func serverOptions() ([]batchserver.Option, error) {
 }
 
 // clientOptions are the batch path's client options: the idle release
-// when asked for (-client-idle-release).
+// when asked for (-client-idle-release), fixed lanes (-client-lanes).
 func clientOptions(cfg Config) []batchclient.Option {
-	if cfg.ClientIdleRelease <= 0 {
-		return nil
+	var opts []batchclient.Option
+	if cfg.ClientIdleRelease > 0 {
+		opts = append(opts, batchclient.WithIdleMemoryRelease(cfg.ClientIdleRelease))
 	}
-	return []batchclient.Option{batchclient.WithIdleMemoryRelease(cfg.ClientIdleRelease)}
+	if cfg.ClientLanes > 0 {
+		opts = append(opts, batchclient.WithLanes(cfg.ClientLanes))
+	}
+	return opts
 }

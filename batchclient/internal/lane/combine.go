@@ -96,7 +96,9 @@ func (l *Lane) writeOwn(ctx context.Context) {
 	if d, ok := ctx.Deadline(); ok {
 		bound = d
 	}
+	start := time.Now().UnixNano()
 	err := l.flush(ws, bound, 1)
+	l.noteFlush(start, time.Now().UnixNano())
 	if ws.frameSeq != seq {
 		l.callerFrames.Add(1)
 	}

@@ -61,6 +61,9 @@ type Config struct {
 	// Down is told, without blocking, when the lane fails or begins to
 	// drain.
 	Down chan<- struct{}
+	// Saturated, when set, is told without blocking when the lane cannot
+	// keep up alone (load.go).
+	Saturated chan<- struct{}
 }
 
 // Metrics are the go-metrics instruments a lane updates.

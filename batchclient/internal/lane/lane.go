@@ -88,6 +88,19 @@ type Lane struct {
 	draining    atomic.Bool
 	drained     chan struct{}
 	drainedOnce sync.Once
+
+	// Retiring and fences (retire.go), under qmu: retireErr refuses new
+	// entries once the peer retires the lane; queuedTotal and
+	// nonCallTotal count the entries ever queued and the casts and sends
+	// among them, takenTotal those the writer took, writtenTotal those of
+	// them written. credited counts the casts and sends the server
+	// credited back (the reader's).
+	retireErr                 error
+	queuedTotal, nonCallTotal uint64
+	takenTotal, writtenTotal  uint64
+	credited                  atomic.Uint64
+
+	load load // how busy the lane is (load.go)
 }
 
 // New starts a lane on conn, a connection to addr that has passed the

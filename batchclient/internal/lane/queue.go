@@ -3,6 +3,8 @@ package lane
 import (
 	"errors"
 	"fmt"
+
+	"github.com/rpcxbatch/rpcxbatch/codec"
 )
 
 // The lane's queue: callers admit and enqueue entries, the writer takes
@@ -127,6 +129,13 @@ func (l *Lane) enqueue(e *entry, est int, own bool, done <-chan struct{}, ctxErr
 		l.qmu.Unlock()
 		return false, fmt.Errorf("%w: %d bytes, cap %d", ErrTooLarge, e.size, l.frameBytes)
 	}
+	if err := l.retireErr; err != nil && l.deadErr == nil && l.drainErr == nil {
+		// Retired since admit: the caller takes another lane.
+		l.reserved.Add(-1)
+		l.wakeLocked()
+		l.qmu.Unlock()
+		return false, err
+	}
 	if l.deadErr != nil || l.drainErr != nil || !l.hasRoomLocked(e.size, 1) {
 		l.reserved.Add(-1)
 		if l.deadErr == nil && l.drainErr == nil && !l.cfg.FailFast {
@@ -149,6 +158,10 @@ func (l *Lane) enqueue(e *entry, est int, own bool, done <-chan struct{}, ctxErr
 	// lock-free admit never sees the two uncounted at once.
 	l.reserved.Add(-1)
 	l.lastSize.Store(int64(e.size))
+	l.queuedTotal++
+	if e.Kind != codec.KindCall {
+		l.nonCallTotal++
+	}
 	first := len(l.queue) == 1
 	if est > e.size && l.waiting > 0 {
 		l.wakeLocked() // the guess was larger than the entry: bytes freed
@@ -179,6 +192,7 @@ func (l *Lane) waitRoom(size int, done <-chan struct{}, ctxErr func() error) err
 // (take calls it: the writer takes again only after writing): its bytes
 // no longer count against QueueBytes.
 func (l *Lane) writtenLocked() {
+	l.writtenTotal = l.takenTotal
 	if l.inWrite == 0 {
 		return
 	}
@@ -215,6 +229,10 @@ func (l *Lane) roomLocked(size int, done <-chan struct{}, ctxErr func() error) e
 		default:
 		}
 		if err := l.drainErr; err != nil {
+			l.qmu.Unlock()
+			return err
+		}
+		if err := l.retireErr; err != nil {
 			l.qmu.Unlock()
 			return err
 		}
@@ -291,8 +309,12 @@ func (l *Lane) take(dst []*entry) []*entry {
 		n++
 	}
 	if n == 0 {
+		if len(l.queue) > 0 && l.unfinished >= l.window {
+			l.noteStall() // the server holds a window's worth of this lane
+		}
 		return nil
 	}
+	l.takenTotal += uint64(n)
 	// Anyone waiting for room may fit now (a large entry waits for bytes,
 	// not for a full queue).
 	full := l.waiting > 0

@@ -88,6 +88,7 @@ func (l *Lane) readLoop() {
 			}
 			if inc == l.hs.Incarnation {
 				l.releaseBytes(freed)
+				l.credited.Add(n)
 				if n > 0 {
 					l.release(int(min(n, uint64(l.window))))
 				}

@@ -72,7 +72,9 @@ func (l *Lane) writeLoop() {
 			// with something left.
 			continue
 		}
+		start := time.Now().UnixNano()
 		err := l.flush(&l.ws, time.Time{}, -1)
+		l.noteFlush(start, time.Now().UnixNano())
 		l.releaseSocket()
 		if err != nil {
 			l.fail(fmt.Errorf("%w: %w", ErrConnection, err))
@@ -110,6 +112,7 @@ func (l *Lane) flush(ws *writerState, bound time.Time, frames int) error {
 			continue
 		}
 		if n == 0 {
+			l.noteStall()
 			break // a credit wakes the writer
 		}
 		var err error

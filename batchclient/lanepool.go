@@ -1,0 +1,297 @@
+package batchclient
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
+)
+
+// How lanes are sized. A peer starts with MinLanes lanes (1 by default) and
+// opens one more, up to its cap (MaxLanes, else the pool size the server
+// announces), when a lane reports itself saturated: its socket's owner busy
+// for half of a few milliseconds, or the server's window holding its
+// queued entries back (lane/load.go). It retires one, the newest, when the
+// pool has been underused for LaneIdle: no lane saturated, and the
+// writers' busy time below a quarter of what one lane fewer could carry.
+// A light client costs a server one connection, as plain rpcx does; a
+// heavy one grows to the cap within milliseconds.
+//
+// A change publishes a new view. Keyless entries are spread over the new
+// lanes at once. A key's lane is jump(hash, lanes): a change moves only
+// the keys of the lane added or retired, and those wait, in pick, until
+// their old lane has written what it had and the server has run its casts
+// and sends (lane.Fence): a key's sends keep their order across the
+// change. A retired lane takes no new entries (a Submit that races with
+// the retirement picks again), finishes what it holds, and is closed once
+// quiet.
+
+// growSettle is how long after a change the pool waits before it opens
+// another lane: the lane just opened must first take its share of the
+// load.
+const growSettle = 10 * time.Millisecond
+
+// fencePoll is how often the manager looks at the fences of a change and
+// at its retiring lanes.
+const fencePoll = time.Millisecond
+
+// underusedBusy is the share of one lane's time the pool's writers may be
+// busy beyond what one lane fewer carries, for the pool to count as
+// underused: half of saturation, so that the lanes left after a
+// retirement are not saturated at once.
+const underusedBusy = 0.25
+
+// lanePool is the manager's bookkeeping of one pool: the lanes in the
+// view, those retiring, and the readings that decide the next change.
+type lanePool struct {
+	p        *peer
+	lanes    []*lane.Lane // in the view, in key order
+	retiring []*lane.Lane // out of the view, finishing what they hold
+	max      int
+	// moving is set while a change's fences have not passed.
+	moving     *keyMove
+	lastChange time.Time
+	// The last idle check's readings: the writers' busy time and window
+	// stalls of the lanes then in the view, and whether any lane reported
+	// itself saturated since.
+	lastCheck  time.Time
+	lastBusy   time.Duration
+	lastStalls int64
+	saturated  bool
+}
+
+// keyMove is a change in the number of lanes whose moved keys wait: from
+// are the lanes before it, fences what each had been given then.
+type keyMove struct {
+	from   []*lane.Lane
+	fences []lane.Fence
+}
+
+// passed reports whether every fence of the move has passed.
+func (m *keyMove) passed() bool {
+	for i, l := range m.from {
+		if !l.Passed(m.fences[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// laneCap is the most lanes the peer opens to a server that announced
+// poolSize.
+func (p *peer) laneCap(poolSize int) int {
+	if p.env.lanes > 0 {
+		return p.env.lanes
+	}
+	n := poolSize
+	if p.env.maxLanes > 0 {
+		n = p.env.maxLanes
+	}
+	return max(1, min(n, MaxLanesCeiling))
+}
+
+// firstLanes is how many lanes a pool starts with, cap being laneCap.
+func (p *peer) firstLanes(cap int) int {
+	if p.env.lanes > 0 {
+		return p.env.lanes
+	}
+	return max(1, min(p.env.minLanes, cap))
+}
+
+// serve runs the pool until one of its lanes fails or begins to drain
+// (returned, with every lane the pool still has) or Stop (nil). It grows
+// and shrinks the pool with its load meanwhile.
+func (p *peer) serve(lanes []*lane.Lane) (dead *lane.Lane, all []*lane.Lane) {
+	lp := &lanePool{p: p, lanes: lanes, max: p.laneCap(lanes[0].Handshake().PoolSize),
+		lastChange: time.Now(), lastCheck: time.Now()}
+	lp.lastBusy, lp.lastStalls = lp.busy()
+	p.env.lanesOpened(len(lanes))
+	defer func() {
+		p.env.lanesOpened(-len(lp.lanes) - len(lp.retiring))
+	}()
+	fast := time.NewTicker(fencePoll)
+	fast.Stop()
+	var idle *time.Ticker
+	defer func() {
+		fast.Stop()
+		if idle != nil {
+			idle.Stop()
+		}
+	}()
+	fastOn := false
+	for {
+		// The fast poll runs only while a change is under way; the idle
+		// check only while the pool has lanes to spare: an idle peer at
+		// its minimum wakes for nothing.
+		if want := lp.moving != nil || len(lp.retiring) > 0; want != fastOn {
+			if fastOn = want; want {
+				fast.Reset(fencePoll)
+			} else {
+				fast.Stop()
+			}
+		}
+		var idleC <-chan time.Time
+		if p.env.lanes == 0 && len(lp.lanes) > p.firstLanes(lp.max) {
+			if idle == nil {
+				idle = time.NewTicker(p.env.laneIdle)
+				lp.lastCheck = time.Now()
+				lp.lastBusy, lp.lastStalls = lp.busy()
+				lp.saturated = false
+			}
+			idleC = idle.C
+		} else if idle != nil {
+			idle.Stop()
+			idle = nil
+		}
+		select {
+		case <-p.laneDown:
+			if l := lp.failed(); l != nil {
+				return l, lp.all()
+			}
+		case <-p.stop:
+			return nil, lp.all()
+		case <-p.saturated:
+			lp.saturated = true
+			if l := lp.grow(); l != nil {
+				return l, lp.all()
+			}
+		case <-fast.C:
+			lp.poll()
+		case <-idleC:
+			lp.idleCheck()
+		}
+	}
+}
+
+// failed returns the lane of the view that failed or drains, if any;
+// retiring lanes that failed are dropped (their calls failed with them).
+func (lp *lanePool) failed() *lane.Lane {
+	for _, l := range lp.lanes {
+		select {
+		case <-l.Dead():
+			return l
+		default:
+		}
+		if l.Draining() {
+			return l
+		}
+	}
+	lp.poll()
+	return nil
+}
+
+// all is every lane of the pool, retiring ones too.
+func (lp *lanePool) all() []*lane.Lane {
+	return append(append([]*lane.Lane(nil), lp.lanes...), lp.retiring...)
+}
+
+// busy sums the lanes' busy time and window stalls.
+func (lp *lanePool) busy() (busy time.Duration, stalls int64) {
+	for _, l := range lp.lanes {
+		b, s := l.Busy()
+		busy += b
+		stalls += s
+	}
+	return busy, stalls
+}
+
+// grow opens one more lane if the pool may have one now. It returns a
+// lane of the view that failed meanwhile, if one did.
+func (lp *lanePool) grow() *lane.Lane {
+	p := lp.p
+	if len(lp.lanes) >= lp.max || lp.moving != nil || time.Since(lp.lastChange) < growSettle {
+		return nil
+	}
+	conn, hs, err := p.env.dial.Dial(p.stop)
+	if err != nil {
+		// The pool carries on as it is; the next saturation tries again.
+		lp.lastChange = time.Now()
+		return nil
+	}
+	if hs.Incarnation != lp.lanes[0].Handshake().Incarnation {
+		// The server restarted: its old lanes are about to fail, and the
+		// pool is built anew then.
+		conn.Close()
+		lp.lastChange = time.Now()
+		return nil
+	}
+	l := lane.New(p.env.lane, p.key, conn, hs)
+	lp.change(append(append([]*lane.Lane(nil), lp.lanes...), l))
+	p.env.metrics.lanesAdded.Inc(1)
+	p.env.lanesOpened(1)
+	return nil
+}
+
+// idleCheck retires the newest lane when the pool was underused since the
+// last check.
+func (lp *lanePool) idleCheck() {
+	now := time.Now()
+	busy, stalls := lp.busy()
+	span := now.Sub(lp.lastCheck)
+	used := busy - lp.lastBusy
+	underused := !lp.saturated && stalls == lp.lastStalls &&
+		float64(used) < float64(len(lp.lanes)-1)*underusedBusy*float64(span)
+	lp.saturated = false
+	if underused && lp.moving == nil && len(lp.lanes) > lp.p.firstLanes(lp.max) {
+		last := lp.lanes[len(lp.lanes)-1]
+		// Out of the view first, so that pick no longer hands it out;
+		// then it refuses whoever picked it from the old view.
+		lp.change(lp.lanes[: len(lp.lanes)-1 : len(lp.lanes)-1])
+		last.Retire()
+		lp.retiring = append(lp.retiring, last)
+		lp.p.env.metrics.lanesRetired.Inc(1)
+		busy, stalls = lp.busy()
+	}
+	lp.lastCheck, lp.lastBusy, lp.lastStalls = now, busy, stalls
+}
+
+// change publishes lanes as the pool's view; the keys that move wait for
+// their old lanes' fences.
+func (lp *lanePool) change(lanes []*lane.Lane) {
+	m := &keyMove{from: lp.lanes, fences: make([]lane.Fence, len(lp.lanes))}
+	for i, l := range lp.lanes {
+		m.fences[i] = l.Fence()
+	}
+	lp.lanes, lp.moving, lp.lastChange = lanes, m, time.Now()
+	lp.p.setPool(lanes, m)
+}
+
+// poll ends a change whose fences passed, and closes the retiring lanes
+// that are quiet (or failed).
+func (lp *lanePool) poll() {
+	if lp.moving != nil && lp.moving.passed() {
+		lp.moving = nil
+		lp.p.setPool(lp.lanes, nil)
+	}
+	kept := lp.retiring[:0]
+	for _, l := range lp.retiring {
+		select {
+		case <-l.Dead():
+			lp.p.env.lanesOpened(-1)
+			continue
+		default:
+		}
+		if l.Quiet() {
+			l.Close(fmt.Errorf("%w: %s", lane.ErrRetired, lp.p.addr))
+			lp.p.env.lanesOpened(-1)
+			continue
+		}
+		kept = append(kept, l)
+	}
+	clear(lp.retiring[len(kept):])
+	lp.retiring = kept
+}
+
+// jump is Lamping and Veach's jump consistent hash of key over n buckets:
+// going from n to n+1 buckets moves only the keys that land in the new
+// one, so a change in the number of lanes moves only the keys of the lane
+// added or retired.
+func jump(key uint64, n int) int {
+	b, j := int64(-1), int64(0)
+	for j < int64(n) {
+		b = j
+		key = key*2862933555777941757 + 1
+		j = int64(float64(b+1) * (float64(int64(1)<<31) / float64((key>>33)+1)))
+	}
+	return int(b)
+}
