@@ -16,7 +16,11 @@ import (
 // when one of them is the bottleneck:
 //
 //   - the socket's owner was busy for at least saturatedBusy of a window
-//     of loadWindow or more: the client's serial part is near its limit;
+//     of loadWindow or more, writing frames of saturatedEntries entries
+//     or saturatedBytes bytes on average: the client's serial part is
+//     near its limit, and with batches to share (a lane carrying one or
+//     two entries a frame is not short of lanes but of callers; and a
+//     machine short of CPU stretches a light lane's writes too);
 //   - or the writer had entries queued that the server's window would not
 //     let it write (unfinished entries at the window, or the byte window
 //     full): the server holds as much of this lane as it takes.
@@ -28,8 +32,14 @@ import (
 const loadWindow = 5 * time.Millisecond
 
 // saturatedBusy is the share of a window the socket's owner must have been
-// busy for the lane to be saturated.
-const saturatedBusy = 0.5
+// busy for the lane to be saturated; saturatedEntries and saturatedBytes
+// are the frames' mean size it must have written meanwhile, by either
+// measure.
+const (
+	saturatedBusy    = 0.5
+	saturatedEntries = 4
+	saturatedBytes   = 64 << 10
+)
 
 // load is a lane's busy accounting; the socket's owner writes it.
 type load struct {
@@ -40,6 +50,9 @@ type load struct {
 	// only).
 	windowStart int64
 	windowBusy  int64
+	// windowFrames, windowEntries and windowBytes are what the window's
+	// frames carried (appendFrame).
+	windowFrames, windowEntries, windowBytes int
 	// stalls counts the times the server's window held queued entries
 	// back; the peer reads it beside busyNs.
 	stalls atomic.Int64
@@ -61,10 +74,22 @@ func (l *Lane) noteFlush(start, end int64) {
 		return
 	}
 	busy := float64(ld.windowBusy) / float64(span)
+	frames, entries, bytes := ld.windowFrames, ld.windowEntries, ld.windowBytes
 	ld.windowStart, ld.windowBusy = end, 0
-	if busy >= saturatedBusy {
+	ld.windowFrames, ld.windowEntries, ld.windowBytes = 0, 0, 0
+	if busy >= saturatedBusy && frames > 0 &&
+		(entries >= saturatedEntries*frames || bytes >= saturatedBytes*frames) {
 		l.saturated()
 	}
+}
+
+// noteFrame records a frame of entries and bytes in the window (socket
+// owner only).
+func (l *Lane) noteFrame(entries, bytes int) {
+	ld := &l.load
+	ld.windowFrames++
+	ld.windowEntries += entries
+	ld.windowBytes += bytes
 }
 
 // noteStall records that the server's window (entries or bytes) held

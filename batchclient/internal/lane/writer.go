@@ -267,6 +267,7 @@ func (l *Lane) appendFrame(ws *writerState, buf []byte, frameSeq uint64, batch [
 	}
 	codec.FinishMessage(buf, mark)
 	l.charge(len(buf) - start) // the payload, as the server reads it
+	l.noteFrame(len(batch), len(buf)-start)
 	buf = codec.CompressMessage(buf, mark, l.cfg.CompressType)
 	l.cfg.Metrics.Frames.Inc(1)
 	l.cfg.Metrics.BatchSize.Update(int64(len(batch)))

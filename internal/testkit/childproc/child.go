@@ -18,7 +18,17 @@ import (
 const (
 	envChild = "RPCXBATCH_CHILD"
 	envAddr  = "RPCXBATCH_CHILD_ADDR"
+	envPlain = "RPCXBATCH_CHILD_PLAIN"
+	envPool  = "RPCXBATCH_CHILD_POOL"
 )
+
+// Options shape a child server: Plain serves without the batch plugin (a
+// plain rpcx server, for side-by-side tests), PoolSize is the lane pool
+// the plugin announces (0: its default, GOMAXPROCS).
+type Options struct {
+	Plain    bool
+	PoolSize int
+}
 
 // RunIfChild serves as a child server and exits when this process was
 // started by Start; otherwise it returns at once.
@@ -56,9 +66,15 @@ func (c *Child) Pid() int { return c.cmd.Process.Pid }
 // the same port).
 func Start(t testing.TB, addr string) *Child {
 	t.Helper()
+	return StartWith(t, addr, Options{})
+}
+
+// StartWith is Start for a child shaped by opts.
+func StartWith(t testing.TB, addr string, opts Options) *Child {
+	t.Helper()
 	var lastErr error
 	for attempt := 0; attempt < 20; attempt++ {
-		ch, err := try(t, addr)
+		ch, err := try(t, addr, opts)
 		if err == nil {
 			return ch
 		}
@@ -69,7 +85,7 @@ func Start(t testing.TB, addr string) *Child {
 	return nil
 }
 
-func try(t testing.TB, addr string) (*Child, error) {
+func try(t testing.TB, addr string, opts Options) (*Child, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -77,7 +93,10 @@ func try(t testing.TB, addr string) (*Child, error) {
 	out := &lines{ch: make(chan string, 16)}
 	c := &Child{t: t, stdin: inW, exited: make(chan struct{}), stderr: &tail{}}
 	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	c.cmd.Env = append(os.Environ(), envChild+"=1", envAddr+"="+addr)
+	c.cmd.Env = append(os.Environ(), envChild+"=1", envAddr+"="+addr, envPool+"="+strconv.Itoa(opts.PoolSize))
+	if opts.Plain {
+		c.cmd.Env = append(c.cmd.Env, envPlain+"=1")
+	}
 	c.cmd.Stdin, c.cmd.Stdout, c.cmd.Stderr = inR, out, c.stderr
 	if err := c.cmd.Start(); err != nil {
 		inR.Close()

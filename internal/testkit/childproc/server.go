@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
@@ -84,15 +86,22 @@ func (pr *Probe) seq(_ context.Context, payload []byte) {
 func serve(addr string) int {
 	rlog.SetDummyLogger()
 	s := server.NewServer()
-	p, err := batchserver.New(s)
+	var p *batchserver.Plugin
+	var err error
+	if os.Getenv(envPlain) != "1" {
+		pool, _ := strconv.Atoi(os.Getenv(envPool))
+		p, err = batchserver.New(s, batchserver.WithPoolSize(pool))
+	}
 	pr := &Probe{p: p, next: make(map[uint32]uint32), byNumber: make(map[uint32]int)}
 	if err == nil {
 		err = errors.Join(
 			s.RegisterName("Arith", new(testsvc.Arith), ""),
 			s.RegisterName("Echo", new(testsvc.Echo), ""),
 			s.RegisterName("Probe", pr, ""),
-			s.RegisterName("Slow", new(testsvc.Slow), ""),
-			p.HandleSend("seq", pr.seq))
+			s.RegisterName("Slow", new(testsvc.Slow), ""))
+	}
+	if err == nil && p != nil {
+		err = p.HandleSend("seq", pr.seq)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child: setup:", err)
@@ -113,11 +122,31 @@ func serve(addr string) int {
 			return 4
 		}
 	}
-	fmt.Printf("ADDR %s\nINC %d\nREADY\n", s.Address().String(), p.Incarnation())
+	var inc uint64
+	if p != nil {
+		inc = p.Incarnation()
+	}
+	fmt.Printf("ADDR %s\nINC %d\nREADY\n", s.Address().String(), inc)
 	go func() {
 		io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
 	}()
 	fmt.Fprintln(os.Stderr, "child: serve:", <-errc)
 	return 5
+}
+
+// MemStats is what Probe.Mem reports of the child's memory.
+type MemStats struct {
+	HeapInuse, StackInuse, Sys uint64
+	Goroutines                 int
+}
+
+// Mem reports the child's heap and stacks in use and its goroutines,
+// after a collection.
+func (pr *Probe) Mem(_ context.Context, _ *testsvc.Args, r *MemStats) error {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	*r = MemStats{HeapInuse: ms.HeapInuse, StackInuse: ms.StackInuse, Sys: ms.Sys, Goroutines: runtime.NumGoroutine()}
+	return nil
 }

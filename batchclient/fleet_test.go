@@ -1,0 +1,202 @@
+//go:build !race
+
+// The fleet's shape: many light clients per server, many servers per
+// client. These measure what a peer costs in connections, memory and
+// goroutines, plain rpcx and rpcxbatch side by side; the race detector's
+// shadow memory and slowness would measure the detector, so they run in
+// make test's plain step.
+
+package batchclient_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/smallnest/rpcx/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rpcxbatch/rpcxbatch/batchclient"
+	"github.com/rpcxbatch/rpcxbatch/batchserver"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/childproc"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
+)
+
+// fanIn is what one side of the fan-in test measured.
+type fanIn struct {
+	conns         int
+	rssGrowth     int64
+	calls, failed int64
+}
+
+// runFanIn serves from a child process announcing 16 lanes (plain: no
+// batch plugin) and runs clients drop-in XClients against it, each with
+// callers goroutines making a call every pace, for d; it measures the
+// server's connections and RSS growth at the end of the load.
+func runFanIn(t *testing.T, plain bool, clients, callers int, pace, d time.Duration) fanIn {
+	ch := childproc.StartWith(t, "127.0.0.1:0", childproc.Options{Plain: plain, PoolSize: 16})
+	rss0, err := ch.RSS()
+	require.NoError(t, err)
+	xcs := make([]client.XClient, clients)
+	for i := range xcs {
+		disc, err := client.NewPeer2PeerDiscovery("tcp@"+ch.Addr(), "")
+		require.NoError(t, err)
+		if plain {
+			xcs[i] = client.NewXClient("Arith", client.Failfast, client.RandomSelect, disc, client.DefaultOption)
+		} else {
+			xcs[i] = batchclient.NewXClient("Arith", client.Failfast, client.RandomSelect, disc, client.DefaultOption)
+		}
+	}
+	defer func() {
+		for _, xc := range xcs {
+			xc.Close()
+		}
+	}()
+	var out fanIn
+	var calls, failed atomic.Int64
+	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
+	defer cancel()
+	end := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for _, xc := range xcs {
+		for range callers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 10_000 && time.Now().Before(end); i++ {
+					var r testsvc.Reply
+					calls.Add(1)
+					if err := xc.Call(ctx, "Mul", &testsvc.Args{A: 6, B: 7}, &r); err != nil || r.C != 42 {
+						failed.Add(1)
+					}
+					time.Sleep(pace)
+				}
+			}()
+		}
+	}
+	// Measured under load, in its last second, once every client is up.
+	time.Sleep(d - time.Second)
+	socks, err := ch.Sockets()
+	require.NoError(t, err)
+	rss, err := ch.RSS()
+	require.NoError(t, err)
+	var ms childproc.MemStats
+	probe := client.NewClient(client.DefaultOption)
+	require.NoError(t, probe.Connect("tcp", ch.Addr()))
+	require.NoError(t, probe.Call(ctx, "Probe", "Mem", &testsvc.Args{}, &ms))
+	probe.Close()
+	wg.Wait()
+	t.Logf("plain %v: server heap %.1f MiB, stacks %.1f MiB, sys %.1f MiB, %d goroutines", plain,
+		float64(ms.HeapInuse)/(1<<20), float64(ms.StackInuse)/(1<<20), float64(ms.Sys)/(1<<20), ms.Goroutines)
+	out.conns, out.rssGrowth = socks-1, rss-rss0 // less the listener
+	out.calls, out.failed = calls.Load(), failed.Load()
+	return out
+}
+
+// 300 light clients (2 callers, a call every 10 ms each) against a server
+// announcing 16 lanes cost it about what they cost a plain rpcx server:
+// one connection a client, and about the memory.
+func TestFanInLightClientsCostWhatPlainCosts(t *testing.T) {
+	const clients, callers, pace, d = 300, 2, 10 * time.Millisecond, 4 * time.Second
+	plain := runFanIn(t, true, clients, callers, pace, d)
+	batch := runFanIn(t, false, clients, callers, pace, d)
+	t.Logf("%d clients, %d callers each, a call every %v:", clients, callers, pace)
+	for _, r := range []struct {
+		name string
+		m    fanIn
+	}{{"plain rpcx", plain}, {"rpcxbatch", batch}} {
+		t.Logf("  %-10s  server connections %4d (%.1f a client)  server RSS growth %6.1f MiB (%5.1f KiB a client)  calls %d, failed %d",
+			r.name, r.m.conns, float64(r.m.conns)/clients, float64(r.m.rssGrowth)/(1<<20), float64(r.m.rssGrowth)/1024/clients, r.m.calls, r.m.failed)
+	}
+	assert.Zero(t, plain.failed, "plain rpcx calls failed")
+	assert.Zero(t, batch.failed, "rpcxbatch calls failed")
+	assert.LessOrEqual(t, float64(batch.conns), 1.5*float64(plain.conns), "server connections: rpcxbatch against plain rpcx")
+	// Plain's growth is at least a few MiB for 300 connections; a floor of
+	// 1 MiB keeps a tiny reading from making the bound meaningless.
+	assert.LessOrEqual(t, float64(batch.rssGrowth), 1.5*float64(max(plain.rssGrowth, 1<<20)), "server RSS growth: rpcxbatch against plain rpcx")
+}
+
+// One client that made a few calls to each of 50 servers announcing 16
+// lanes keeps one lane a server once idle, and its goroutines and memory
+// per idle peer are reported beside plain rpcx's.
+func TestFanOutIdlePeersKeepOneLane(t *testing.T) {
+	const servers, calls = 50, 5
+	addrs := make([]string, servers)
+	for i := range addrs {
+		addrs[i], _ = startServer(t, false, batchserver.WithPoolSize(16))
+	}
+	settle := func() (goroutines int, heap uint64) {
+		var ms runtime.MemStats
+		for range 3 {
+			runtime.GC()
+		}
+		runtime.ReadMemStats(&ms)
+		return runtime.NumGoroutine(), ms.HeapInuse
+	}
+	call := func(f func(ctx context.Context, addr string) error) {
+		for _, addr := range addrs {
+			for range calls {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				require.NoError(t, f(ctx, addr))
+				cancel()
+			}
+		}
+	}
+
+	g0, h0 := settle()
+	plains := make([]*client.Client, servers)
+	call(func(ctx context.Context, addr string) error {
+		i := indexOf(addrs, addr)
+		if plains[i] == nil {
+			plains[i] = client.NewClient(client.DefaultOption)
+			if err := plains[i].Connect("tcp", addr); err != nil {
+				return err
+			}
+		}
+		var r testsvc.Reply
+		return plains[i].Call(ctx, "Arith", "Mul", &testsvc.Args{A: 6, B: 7}, &r)
+	})
+	gPlain, hPlain := settle()
+	for _, pc := range plains {
+		pc.Close()
+	}
+	time.Sleep(200 * time.Millisecond) // the servers' goroutines for them end
+	g1, h1 := settle()
+
+	c := newClient(t)
+	call(func(ctx context.Context, addr string) error {
+		var r testsvc.Reply
+		return c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: 6, B: 7}, &r)
+	})
+	// Idle: nothing flows for a while.
+	time.Sleep(time.Second)
+	gBatch, hBatch := settle()
+	lanes := 0
+	for _, addr := range addrs {
+		in := c.Info(addr)
+		require.Equal(t, batchclient.Connected, in.Status, addr)
+		assert.LessOrEqual(t, in.Lanes, 2, "lanes to %s after the idle spell", addr)
+		lanes += in.Lanes
+	}
+	perPeer := func(g int, h uint64, g0 int, h0 uint64) string {
+		return fmt.Sprintf("%.1f goroutines, %.1f KiB heap a server (both sides)",
+			float64(g-g0)/servers, (float64(h)-float64(h0))/1024/servers)
+	}
+	t.Logf("%d servers announcing 16 lanes, %d calls to each, then idle:", servers, calls)
+	t.Logf("  plain rpcx: %d connections, %s", servers, perPeer(gPlain, hPlain, g0, h0))
+	t.Logf("  rpcxbatch:  %d lanes, %s", lanes, perPeer(gBatch, hBatch, g1, h1))
+}
+
+func indexOf(addrs []string, addr string) int {
+	for i, a := range addrs {
+		if a == addr {
+			return i
+		}
+	}
+	return -1
+}
