@@ -89,6 +89,7 @@ func runFanIn(t *testing.T, plain bool, clients, callers int, pace, d time.Durat
 	probe := client.NewClient(client.DefaultOption)
 	require.NoError(t, probe.Connect("tcp", ch.Addr()))
 	require.NoError(t, probe.Call(ctx, "Probe", "Mem", &testsvc.Args{}, &ms))
+	require.NoError(t, probe.Call(ctx, "Probe", "DumpGoroutines", &testsvc.Args{}, &testsvc.Reply{}))
 	probe.Close()
 	wg.Wait()
 	t.Logf("plain %v: server heap %.1f MiB, stacks %.1f MiB, sys %.1f MiB, %d goroutines", plain,
@@ -199,4 +200,69 @@ func indexOf(addrs []string, addr string) int {
 		}
 	}
 	return -1
+}
+
+// idleCost is what n idle connections cost a child server.
+type idleCost struct {
+	rssGrowth, heapGrowth, stackGrowth int64
+	goroutines                         int
+}
+
+// runIdle connects n drop-in XClients (plain: rpcx's) to a child server
+// announcing 16 lanes, makes one call on each, lets them idle for idle and
+// measures what the server holds for them.
+func runIdle(t *testing.T, plain bool, n int, idle time.Duration) idleCost {
+	ch := childproc.StartWith(t, "127.0.0.1:0", childproc.Options{Plain: plain, PoolSize: 16})
+	probe := client.NewClient(client.DefaultOption)
+	require.NoError(t, probe.Connect("tcp", ch.Addr()))
+	defer probe.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var m0, m1 childproc.MemStats
+	require.NoError(t, probe.Call(ctx, "Probe", "Mem", &testsvc.Args{}, &m0))
+	rss0, err := ch.RSS()
+	require.NoError(t, err)
+	xcs := make([]client.XClient, n)
+	for i := range xcs {
+		disc, err := client.NewPeer2PeerDiscovery("tcp@"+ch.Addr(), "")
+		require.NoError(t, err)
+		if plain {
+			xcs[i] = client.NewXClient("Arith", client.Failfast, client.RandomSelect, disc, client.DefaultOption)
+		} else {
+			xcs[i] = batchclient.NewXClient("Arith", client.Failfast, client.RandomSelect, disc, client.DefaultOption)
+		}
+		var r testsvc.Reply
+		require.NoError(t, xcs[i].Call(ctx, "Mul", &testsvc.Args{A: 6, B: 7}, &r))
+	}
+	defer func() {
+		for _, xc := range xcs {
+			xc.Close()
+		}
+	}()
+	time.Sleep(idle)
+	require.NoError(t, probe.Call(ctx, "Probe", "Mem", &testsvc.Args{}, &m1))
+	rss, err := ch.RSS()
+	require.NoError(t, err)
+	return idleCost{rssGrowth: rss - rss0, heapGrowth: int64(m1.HeapInuse) - int64(m0.HeapInuse),
+		stackGrowth: int64(m1.StackInuse) - int64(m0.StackInuse), goroutines: m1.Goroutines - m0.Goroutines}
+}
+
+// An idle lane costs the server about what an idle plain rpcx connection
+// costs: no goroutine beyond rpcx's own reader, its reply buffers, send
+// queue room and frame table let go while nothing flows; what is left is
+// the connection's state (about 400 bytes) beside rpcx's own.
+func TestIdleLaneCostsServerWhatPlainCosts(t *testing.T) {
+	const n, idle = 300, 2 * time.Second
+	plain := runIdle(t, true, n, idle)
+	batch := runIdle(t, false, n, idle)
+	for _, r := range []struct {
+		name string
+		m    idleCost
+	}{{"plain rpcx", plain}, {"rpcxbatch", batch}} {
+		t.Logf("  %-10s  %d idle connections: server RSS %+.1f KiB, heap %+.1f KiB, stacks %+.1f KiB, goroutines %+.2f a connection",
+			r.name, n, float64(r.m.rssGrowth)/1024/n, float64(r.m.heapGrowth)/1024/n, float64(r.m.stackGrowth)/1024/n, float64(r.m.goroutines)/n)
+	}
+	assert.LessOrEqual(t, batch.goroutines, plain.goroutines, "server goroutines for idle connections")
+	assert.LessOrEqual(t, float64(batch.heapGrowth+batch.stackGrowth), 1.25*float64(plain.heapGrowth+plain.stackGrowth),
+		"server heap and stacks for idle connections: rpcxbatch against plain rpcx")
 }

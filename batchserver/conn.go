@@ -81,7 +81,9 @@ type conn struct {
 }
 
 func newConn(p *Plugin, c net.Conn) *conn {
-	st := &conn{p: p, c: c, nextSeq: 1, held: make(map[uint64]heldFrame)}
+	// held is made by the first frame (deliver) and let go while the
+	// connection is quiet (shed): an idle lane holds no table.
+	st := &conn{p: p, c: c, nextSeq: 1}
 	st.maxReply.Store(int64(p.opts.MaxFrameBytes))
 	return st
 }
@@ -133,6 +135,9 @@ func (c *conn) deliver(seq uint64, entries []codec.Entry, size int, arrived time
 	}
 	// Deadlines count from when the frame arrived, not from when its turn
 	// came behind an earlier frame.
+	if c.held == nil {
+		c.held = make(map[uint64]heldFrame)
+	}
 	c.held[seq] = heldFrame{entries: entries, arrived: arrived, fr: fr}
 	if gap && c.gapTimer == nil {
 		// A frame before this one is missing. rpcx hands frames to

@@ -21,6 +21,11 @@ func (c *conn) shed() {
 		c.buf, c.written, c.replies, c.spare = nil, nil, nil, nil
 	}
 	c.replyMu.Unlock()
+	c.orderMu.Lock()
+	if len(c.held) == 0 {
+		c.held = nil // a map keeps its buckets once emptied
+	}
+	c.orderMu.Unlock()
 	c.replyBufs.shed()
 	c.sends.shed()
 }

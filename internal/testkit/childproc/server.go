@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"time"
@@ -149,4 +150,20 @@ func (pr *Probe) Mem(_ context.Context, _ *testsvc.Args, r *MemStats) error {
 	runtime.ReadMemStats(&ms)
 	*r = MemStats{HeapInuse: ms.HeapInuse, StackInuse: ms.StackInuse, Sys: ms.Sys, Goroutines: runtime.NumGoroutine()}
 	return nil
+}
+
+// DumpGoroutines writes the child's goroutine profile (pprof's debug=1
+// text) to the file named by RPCXBATCH_CHILD_DUMP, for a test that looks
+// into what a load left behind; without it, it does nothing.
+func (pr *Probe) DumpGoroutines(_ context.Context, _ *testsvc.Args, r *testsvc.Reply) error {
+	path := os.Getenv("RPCXBATCH_CHILD_DUMP")
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("goroutine").WriteTo(f, 1)
 }
