@@ -266,3 +266,78 @@ func TestIdleLaneCostsServerWhatPlainCosts(t *testing.T) {
 	assert.LessOrEqual(t, float64(batch.heapGrowth+batch.stackGrowth), 1.25*float64(plain.heapGrowth+plain.stackGrowth),
 		"server heap and stacks for idle connections: rpcxbatch against plain rpcx")
 }
+
+// burst runs callers closed-loop calls for d against addr on c and returns
+// the calls completed in each step of the burst, and when (from the
+// start) the lane count last changed and to what.
+func burst(t *testing.T, c *batchclient.Client, addr string, callers int, d, step time.Duration) (perStep []int64, lastChange time.Duration, lanes int) {
+	steps := make([]atomic.Int64, int(d/step)+1)
+	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
+	defer cancel()
+	start := time.Now()
+	end := start.Add(d)
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100_000 && time.Now().Before(end); i++ {
+				var r testsvc.Reply
+				if err := c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: 6, B: 7}, &r); err != nil {
+					t.Errorf("call: %v", err)
+					return
+				}
+				if s := int(time.Since(start) / step); s < len(steps) {
+					steps[s].Add(1)
+				}
+			}
+		}()
+	}
+	lanes = c.Info(addr).Lanes
+	for time.Now().Before(end) {
+		time.Sleep(time.Millisecond)
+		if n := c.Info(addr).Lanes; n != lanes {
+			lanes, lastChange = n, time.Since(start)
+		}
+	}
+	wg.Wait()
+	perStep = make([]int64, len(steps)-1)
+	for i := range perStep {
+		perStep[i] = steps[i].Load()
+	}
+	return perStep, lastChange, lanes
+}
+
+// A burst from one caller to 1,000 opens lanes within milliseconds and
+// reaches the throughput of a pool fixed at the server's size; the figures
+// are reported, not asserted (the machine is shared and noisy).
+func TestBurstGrowsLanes(t *testing.T) {
+	const callers, d, step = 1000, 1500 * time.Millisecond, 50 * time.Millisecond
+	for _, pool := range []int{runtime.GOMAXPROCS(0), 16} {
+		addr, _ := startServer(t, false, batchserver.WithPoolSize(pool))
+		fixed := newClient(t, batchclient.WithLanes(pool))
+		waitConnected(t, fixed, addr)
+		fixedSteps, _, _ := burst(t, fixed, addr, callers, d, step)
+		grown := newClient(t)
+		require.Equal(t, 1, waitConnected(t, grown, addr).Lanes)
+		grownSteps, changed, lanes := burst(t, grown, addr, callers, d, step)
+		assert.Greater(t, lanes, 1, "lanes opened by a burst of %d callers", callers)
+		// The fixed pool's rate over the burst's second half is the mark.
+		var mark int64
+		for _, n := range fixedSteps[len(fixedSteps)/2:] {
+			mark += n
+		}
+		mark /= int64(len(fixedSteps) - len(fixedSteps)/2)
+		reached := -1
+		for i, n := range grownSteps {
+			if float64(n) >= 0.9*float64(mark) {
+				reached = i
+				break
+			}
+		}
+		t.Logf("server pool %d: lanes 1 -> %d, the last one opened %v into the burst; 90%% of the fixed pool's %d calls/s reached in the %v step starting at %v (-1: never)",
+			pool, lanes, changed.Round(time.Millisecond), mark*int64(time.Second/step), step, time.Duration(reached)*step)
+		t.Logf("  calls a step, fixed: %v", fixedSteps)
+		t.Logf("  calls a step, grown: %v", grownSteps)
+	}
+}

@@ -27,7 +27,8 @@ func (l *Lane) readLoop() {
 	var pad stackpad.Pad // see stackpad: no shrink and regrow between frames
 	stackpad.Touch(&pad)
 	defer stackpad.Touch(&pad)
-	br := bufio.NewReaderSize(progressReader{l}, 64<<10)
+	br := bufio.NewReaderSize(progressReader{l}, quietReadBuf)
+	big := false
 	var (
 		buf     []byte
 		replies []codec.Reply
@@ -43,8 +44,19 @@ func (l *Lane) readLoop() {
 		if cap(b) <= 4<<20 {
 			buf = b
 		}
+		if !big && (br.Buffered() > 0 || len(b) > quietReadBuf) {
+			br, big = grownReader(br, progressReader{l}), true
+		}
 		switch {
 		case msg.Header.IsHeartbeat():
+			// Heartbeats flow only while the lane is quiet: it lets go of
+			// its large buffers until the traffic is back.
+			if big && br.Buffered() == 0 {
+				br, big = bufio.NewReaderSize(progressReader{l}, quietReadBuf), false
+			}
+			if cap(buf) > quietReadBuf {
+				buf = nil
+			}
 		case msg.Header.MessageType() == protocol.Request && msg.ServicePath == codec.ServicePath && msg.ServiceMethod == codec.MethodReply:
 			var inc uint64
 			inc, replies, err = codec.DecodeReplies(msg.Payload, 0, replies)
