@@ -35,6 +35,9 @@ type measurement struct {
 	client               usage
 	clientRSS, clientG   int64
 	server               ServerStats
+	// lanes is the batch client's lanes to the server at the end of the
+	// point (0 on the plain path).
+	lanes int
 }
 
 // doneCounter counts operations done by many writers, in padded shards so
@@ -64,7 +67,11 @@ func runPath(ctx context.Context, env *runEnv, pt Point, path string) (measureme
 		return measurement{}, err
 	}
 	defer t.close()
-	return runOn(ctx, env, t, pt, path)
+	m, err := runOn(ctx, env, t, pt, path)
+	if bt, ok := t.(*batchTarget); ok {
+		m.lanes = bt.c.Info(bt.addr).Lanes
+	}
+	return m, err
 }
 
 // runOn measures one point on client t, which stays open. Nothing of the

@@ -137,7 +137,9 @@ func newResult(pt Point, path string, m measurement, env *runEnv) Result {
 	r.ServerSockWrites = perOp(float64(m.server.SocketWrites), m.ops)
 	r.ServerSockBytes = perOp(float64(m.server.SocketBytes), m.ops)
 	if path == pathBatch {
-		r.Lanes = env.info.PoolSize
+		// The lanes the client had opened by the end of the point (they
+		// follow the load, up to the server's pool).
+		r.Lanes = m.lanes
 		if m.server.Frames > 0 {
 			r.AvgBatch = ptr(float64(m.server.Entries) / float64(m.server.Frames))
 		}
@@ -213,6 +215,9 @@ func tableRow(w io.Writer, plain, batch Result) {
 		if r.PctIntended != nil {
 			notes += fmt.Sprintf("%s %.0f%% of intended; ", r.Path, *r.PctIntended)
 		}
+	}
+	if batch.Lanes > 0 {
+		notes += fmt.Sprintf("%d lanes; ", batch.Lanes)
 	}
 	fmt.Fprintf(w, "%-4s %-13s %6d %5d | %10.0f %10.0f %5.2fx | %9s %9s | %8s %8s | %7s %7s | %6s %s\n",
 		plain.Op, plain.Payload, plain.Writers, plain.PaceMS, plain.OpsPerS, batch.OpsPerS, ratio,

@@ -32,7 +32,7 @@ func writeReport(cfg Config, results []Result, cs []Ceiling, mem *afterLoad, too
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine(), runtime.Version(), runtime.GOOS, runtime.GOARCH,
 		commandLine(), len(results)/2, took.Round(time.Second))
 	if len(results) > 0 {
-		fmt.Fprintf(&b, "- server: own process, GOMAXPROCS %d; batch client: %d lanes (as the server asks); plain: one rpcx `*client.Client`\n",
+		fmt.Fprintf(&b, "- server: own process, GOMAXPROCS %d; batch client: lanes follow the load, up to the server's pool (%d at most in this run); plain: one rpcx `*client.Client`\n",
 			results[0].GOMAXPROCS, batchLanes(results))
 	}
 	if cfg.Netns {
@@ -135,13 +135,15 @@ func pairs(results []Result, g group) [][2]Result {
 	return out
 }
 
+// batchLanes is the most lanes a batch client had at the end of a point.
 func batchLanes(results []Result) int {
+	most := 0
 	for _, r := range results {
 		if r.Path == pathBatch {
-			return r.Lanes
+			most = max(most, r.Lanes)
 		}
 	}
-	return 0
+	return most
 }
 
 func ratio(plain, batch Result) string {
