@@ -97,7 +97,8 @@ func TestTLSOnLanes(t *testing.T) {
 	addr, p := serve(t, server.NewServer(server.WithTLSConfig(srvCfg)), func(s *server.Server, _ *batchserver.Plugin) {
 		require.NoError(t, s.RegisterName("Echo", new(testsvc.Echo), ""))
 	})
-	c := newClient(t, batchclient.WithTLS(&tls.Config{RootCAs: pool}))
+	// The whole pool, so that every lane of it is a TLS connection.
+	c := newClient(t, batchclient.WithTLS(&tls.Config{RootCAs: pool}), batchclient.WithLanes(p.Options().PoolSize))
 	in := connect(t, c, addr)
 	assert.Equal(t, p.Options().PoolSize, in.Lanes)
 	for i := 0; i < 100; i++ {
