@@ -33,7 +33,7 @@ func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string
 		call.Metadata = m
 	}
 again:
-	l, pr, err := c.route(ctx, addr)
+	l, pr, k, err := c.route(ctx, addr)
 	if err != nil {
 		call.Error = err
 		call.Done <- call
@@ -43,7 +43,7 @@ again:
 		go plainGo(ctx, pr, call)
 		return call
 	}
-	pc2 := &lane.Pending{Call: call}
+	pc2 := &lane.Pending{Call: call, Keyed: k.keyed, KeyHash: k.hash}
 	id, _, err := l.Submit(ctx, codec.KindCall, pc2, false)
 	if errors.Is(err, lane.ErrRetired) {
 		goto again // the lane left its pool since route picked it
@@ -79,7 +79,7 @@ func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod stri
 	c.metrics.calls.Inc(1)
 	c.idle.Touch()
 again:
-	l, pr, err := c.route(ctx, addr)
+	l, pr, k, err := c.route(ctx, addr)
 	if err != nil {
 		return err
 	}
@@ -89,6 +89,7 @@ again:
 		return err
 	}
 	sc := getSyncCall()
+	sc.pending.Keyed, sc.pending.KeyHash = k.keyed, k.hash
 	call := &sc.call
 	call.ServicePath, call.ServiceMethod, call.Args, call.Reply = servicePath, serviceMethod, args, reply
 	// A context many calls share has one watch for them all (ctxwatch.go):
@@ -239,7 +240,7 @@ func (c *Client) Cast(ctx context.Context, addr, servicePath, serviceMethod stri
 	c.metrics.casts.Inc(1)
 	c.idle.Touch()
 again:
-	l, pr, err := c.route(ctx, addr)
+	l, pr, k, err := c.route(ctx, addr)
 	if err != nil {
 		return err
 	}
@@ -250,7 +251,8 @@ again:
 		pr.done()
 		return err
 	}
-	_, _, err = l.Submit(ctx, codec.KindCast, &lane.Pending{Call: &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args}}, false)
+	_, _, err = l.Submit(ctx, codec.KindCast, &lane.Pending{Call: &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args},
+		Keyed: k.keyed, KeyHash: k.hash}, false)
 	if errors.Is(err, lane.ErrRetired) {
 		goto again // the lane left its pool since route picked it
 	}
@@ -266,7 +268,7 @@ func (c *Client) Send(ctx context.Context, addr, handler string, payload []byte)
 	c.metrics.sends.Inc(1)
 	c.idle.Touch()
 again:
-	l, pr, err := c.route(ctx, addr)
+	l, pr, k, err := c.route(ctx, addr)
 	if err != nil {
 		return err
 	}
@@ -277,7 +279,8 @@ again:
 		}
 		return fmt.Errorf("%w: %s", ErrNotBatchPeer, addr)
 	}
-	_, _, err = l.Submit(ctx, codec.KindSend, &lane.Pending{Call: &client.Call{ServicePath: handler, Args: payload}}, false)
+	_, _, err = l.Submit(ctx, codec.KindSend, &lane.Pending{Call: &client.Call{ServicePath: handler, Args: payload},
+		Keyed: k.keyed, KeyHash: k.hash}, false)
 	if errors.Is(err, lane.ErrRetired) {
 		goto again // the lane left its pool since route picked it
 	}

@@ -258,16 +258,27 @@ func (c *Client) Close() error {
 	return nil
 }
 
+// entryKey is the WithKey key of an entry, hashed: the lane takes a keyed
+// entry only while the key is its own (lane.Pending.Keyed).
+type entryKey struct {
+	keyed bool
+	hash  uint64
+}
+
 // route finds where an entry for addr goes: a lane, or a plain client
-// (whose done the caller calls when the call is over).
-func (c *Client) route(ctx context.Context, addr string) (*lane.Lane, plainRef, error) {
-	key, hasKey := ctx.Value(keyCtx{}).(string)
+// (whose done the caller calls when the call is over), and the entry's
+// key.
+func (c *Client) route(ctx context.Context, addr string) (*lane.Lane, plainRef, entryKey, error) {
+	var k entryKey
+	if key, ok := ctx.Value(keyCtx{}).(string); ok {
+		k = entryKey{keyed: true, hash: maphash.String(c.keySeed, key)}
+	}
 	// errForgotten means the address changed hands while we looked (its
 	// peer was forgotten, or it was started again): look again, a few times.
 	for try := 0; ; try++ {
 		p, err := c.peer(addr)
 		if err != nil {
-			return nil, plainRef{}, err
+			return nil, plainRef{}, k, err
 		}
 		var l *lane.Lane
 		var pr plainRef
@@ -275,10 +286,10 @@ func (c *Client) route(ctx context.Context, addr string) (*lane.Lane, plainRef, 
 			// Stopped: the plain path until Start.
 			pr, err = c.stoppedPlain(ctx, addr)
 		} else {
-			l, pr, err = p.pick(ctx, key, hasKey)
+			l, pr, err = p.pick(ctx, k)
 		}
 		if !errors.Is(err, errForgotten) || try == 3 {
-			return l, pr, err
+			return l, pr, k, err
 		}
 	}
 }

@@ -105,6 +105,9 @@ func (p *peer) serve(lanes []*lane.Lane) (dead *lane.Lane, all []*lane.Lane) {
 	lp := &lanePool{p: p, lanes: lanes, max: p.laneCap(lanes[0].Handshake().PoolSize),
 		lastChange: time.Now(), lastCheck: time.Now()}
 	lp.lastBusy, lp.lastStalls = lp.busy()
+	for i, l := range lanes {
+		l.SetKeySlot(i, len(lanes))
+	}
 	p.env.lanesOpened(len(lanes))
 	defer func() {
 		p.env.lanesOpened(-len(lp.lanes) - len(lp.retiring))
@@ -216,7 +219,9 @@ func (lp *lanePool) grow() *lane.Lane {
 		return nil
 	}
 	l := lane.New(p.env.lane, p.key, conn, hs)
-	lp.change(append(append([]*lane.Lane(nil), lp.lanes...), l))
+	// Its keys are its own before anyone can pick it.
+	l.SetKeySlot(len(lp.lanes), len(lp.lanes)+1)
+	lp.change(append(append([]*lane.Lane(nil), lp.lanes...), l), nil)
 	p.env.metrics.lanesAdded.Inc(1)
 	p.env.lanesOpened(1)
 	return nil
@@ -236,8 +241,7 @@ func (lp *lanePool) idleCheck() {
 		last := lp.lanes[len(lp.lanes)-1]
 		// Out of the view first, so that pick no longer hands it out;
 		// then it refuses whoever picked it from the old view.
-		lp.change(lp.lanes[: len(lp.lanes)-1 : len(lp.lanes)-1])
-		last.Retire()
+		lp.change(lp.lanes[:len(lp.lanes)-1:len(lp.lanes)-1], last)
 		lp.retiring = append(lp.retiring, last)
 		lp.p.env.metrics.lanesRetired.Inc(1)
 		busy, stalls = lp.busy()
@@ -245,15 +249,22 @@ func (lp *lanePool) idleCheck() {
 	lp.lastCheck, lp.lastBusy, lp.lastStalls = now, busy, stalls
 }
 
-// change publishes lanes as the pool's view; the keys that move wait for
-// their old lanes' fences.
-func (lp *lanePool) change(lanes []*lane.Lane) {
+// change publishes lanes as the pool's view, retiring retired (the lane
+// it leaves out, or nil); the keys that move wait for their old lanes'
+// fences. The view comes first and the fences after it: an entry a
+// caller of the old view queues meanwhile is within its lane's fence, and
+// once its lane has the fence it refuses the keys it lost (SetKeySlot).
+func (lp *lanePool) change(lanes []*lane.Lane, retired *lane.Lane) {
 	m := &keyMove{from: lp.lanes, fences: make([]lane.Fence, len(lp.lanes))}
+	lp.p.setPool(lanes, m)
 	for i, l := range lp.lanes {
-		m.fences[i] = l.Fence()
+		if l == retired {
+			m.fences[i] = l.Retire()
+		} else {
+			m.fences[i] = l.SetKeySlot(i, len(lanes))
+		}
 	}
 	lp.lanes, lp.moving, lp.lastChange = lanes, m, time.Now()
-	lp.p.setPool(lanes, m)
 }
 
 // poll ends a change whose fences passed, and closes the retiring lanes
@@ -280,18 +291,4 @@ func (lp *lanePool) poll() {
 	}
 	clear(lp.retiring[len(kept):])
 	lp.retiring = kept
-}
-
-// jump is Lamping and Veach's jump consistent hash of key over n buckets:
-// going from n to n+1 buckets moves only the keys that land in the new
-// one, so a change in the number of lanes moves only the keys of the lane
-// added or retired.
-func jump(key uint64, n int) int {
-	b, j := int64(-1), int64(0)
-	for j < int64(n) {
-		b = j
-		key = key*2862933555777941757 + 1
-		j = int64(float64(b+1) * (float64(int64(1)<<31) / float64((key>>33)+1)))
-	}
-	return int(b)
 }

@@ -186,3 +186,67 @@ func TestLanesFollowSwingingLoad(t *testing.T) {
 	assert.GreaterOrEqual(t, added, int64(cycles), "lanes added")
 	assert.GreaterOrEqual(t, retired, int64(cycles-1), "lanes retired")
 }
+
+// Sends under 300 keys, each from its own goroutine, while the pool grows
+// and shrinks under them: every key's sends arrive in order. A sender that
+// picked its key's old lane a moment before a change must not land its
+// send there after the change's fence (found by batchserver's
+// TestSendsArriveInOrderPerKey once lanes followed the load).
+func TestKeyedSendsKeepOrderAcrossChanges(t *testing.T) {
+	const (
+		senders = 300
+		perKey  = 300
+		cycles  = 5
+	)
+	addr, _, seqs := startRunServer(t, 4, 1, batchserver.WithWindow(100))
+	reg := metrics.NewRegistry()
+	c := newClient(t, batchclient.WithLaneRange(1, 4), batchclient.WithLaneIdle(20*time.Millisecond),
+		batchclient.WithMetrics(reg))
+	waitConnected(t, c, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sent := make([]uint32, senders)
+	for cycle := range cycles {
+		var wg sync.WaitGroup
+		for g := range senders {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				kctx := batchclient.WithKey(ctx, fmt.Sprint("sender-", g))
+				for range perKey / cycles {
+					sent[g]++
+					b := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, uint32(g)), sent[g])
+					if err := c.Send(kctx, addr, "seq", b); err != nil {
+						t.Errorf("cycle %d key %d send %d: %v", cycle, g, sent[g], err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		// Quiet: the pool shrinks before the next burst.
+		time.Sleep(100 * time.Millisecond)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		seqs.mu.Lock()
+		done := 0
+		for g := range senders {
+			if seqs.last[uint32(g)] == sent[g] {
+				done++
+			}
+		}
+		outOfOrder := seqs.outOrder
+		seqs.mu.Unlock()
+		if done == senders || outOfOrder > 0 || time.Now().After(deadline) {
+			added := reg.Get("rpcxbatch.client.lanes.added").(metrics.Counter).Count()
+			retired := reg.Get("rpcxbatch.client.lanes.retired").(metrics.Counter).Count()
+			t.Logf("lanes added %d, retired %d; %d of %d keys complete", added, retired, done, senders)
+			require.Zero(t, outOfOrder, "sends out of order")
+			require.Equal(t, senders, done, "keys whose sends all arrived")
+			require.Positive(t, added, "lanes added")
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"sync/atomic"
 	"time"
 
@@ -291,18 +290,17 @@ func (p *peer) connect() ([]*lane.Lane, error) {
 
 // pick returns a lane for the call, or the plain client (in use until its
 // done) when the peer is plain, waiting while the pool is being (re)built.
-func (p *peer) pick(ctx context.Context, key string, hasKey bool) (*lane.Lane, plainRef, error) {
+func (p *peer) pick(ctx context.Context, k entryKey) (*lane.Lane, plainRef, error) {
 	for {
 		v := p.view.Load()
 		lanes, err := v.lanes, v.err
 		switch v.state {
 		case stateBatch:
-			if !hasKey {
+			if !k.keyed {
 				return lanes[p.env.rr.Add(1)%uint64(len(lanes))], plainRef{}, nil
 			}
-			h := maphash.String(p.env.keySeed, key)
-			l := lanes[jump(h, len(lanes))]
-			if m := v.moved; m == nil || m.from[jump(h, len(m.from))] == l {
+			l := lanes[lane.Jump(k.hash, len(lanes))]
+			if m := v.moved; m == nil || m.from[lane.Jump(k.hash, len(m.from))] == l {
 				return l, plainRef{}, nil
 			}
 			// The key moved in the pool's last change: its entries go to

@@ -96,6 +96,7 @@ type Lane struct {
 	// them written. credited counts the casts and sends the server
 	// credited back (the reader's).
 	retireErr                 error
+	keyIndex, keyLanes        int // SetKeySlot
 	queuedTotal, nonCallTotal uint64
 	takenTotal, writtenTotal  uint64
 	credited                  atomic.Uint64

@@ -234,6 +234,12 @@ type Pending struct {
 	// together (batchclient's calls on one shared context): ClaimGroup
 	// claims the group's calls still pending.
 	Group any
+	// Keyed says the entry was made under a key (batchclient's WithKey),
+	// whose hash is KeyHash: the lane takes it only while the key is its
+	// own (SetKeySlot), so that a key's entries never go to two lanes at
+	// once.
+	Keyed   bool
+	KeyHash uint64
 }
 
 // Finish completes pc, a call claimed from the lane, with err: its watch

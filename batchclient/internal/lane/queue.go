@@ -120,9 +120,17 @@ func (l *Lane) unreserve(est int) {
 // does not fit is not waited with: errNoRoom, and the caller drops it.
 // With own set, a caller that finds the lane quiet takes the socket to
 // write its entry itself (mine, see combine.go).
-func (l *Lane) enqueue(e *entry, est int, own bool, done <-chan struct{}, ctxErr func() error) (mine bool, err error) {
+func (l *Lane) enqueue(e *entry, est int, own bool, pc *Pending, done <-chan struct{}, ctxErr func() error) (mine bool, err error) {
 	l.qmu.Lock()
 	l.resBytes.Add(-int64(est))
+	if pc.Keyed && l.keyLanes > 0 && Jump(pc.KeyHash, l.keyLanes) != l.keyIndex && l.deadErr == nil {
+		// The key moved to another lane since its caller picked this one
+		// (retire.go): the caller picks again.
+		l.reserved.Add(-1)
+		l.wakeLocked()
+		l.qmu.Unlock()
+		return false, errKeyMoved
+	}
 	if e.size > l.frameBytes {
 		l.reserved.Add(-1)
 		l.wakeLocked()

@@ -14,27 +14,63 @@ import (
 // does.
 //
 // Fences keep a key's sends in order when the number of lanes changes and
-// the key's lane with it (batchclient's pick): a Fence taken on the key's
-// old lane at the change is Passed once everything queued there before
-// it has been written and the casts and sends among them credited back,
-// that is run by the server. Only then do the key's entries go to its new
-// lane.
+// the key's lane with it (batchclient's pick): once the pool's new view is
+// published, each old lane is told its place among the new lanes
+// (SetKeySlot, or Retire), and from then on refuses the entries of keys
+// that are no longer its own; the Fence it returns then is Passed once
+// everything queued there before it has been written and the casts and
+// sends among them credited back, that is run by the server. Only then do
+// the moved keys' entries go to their new lanes. A caller that picked the
+// old lane from the old view a moment before is refused and picks again:
+// no entry of a moved key lands on its old lane after the fence.
 
 // ErrRetired tells Submit's caller that the lane is being retired and takes
-// no new entries: the caller submits to another lane of its peer. It never
-// reaches a user.
+// no new entries, or no longer takes the entry's key: the caller submits
+// to another lane of its peer. It never reaches a user.
 var ErrRetired = errors.New("rpcxbatch: lane retired; submit to another lane")
+
+// errKeyMoved is ErrRetired for an entry whose key is another lane's now.
+var errKeyMoved = fmt.Errorf("%w: the entry's key moved", ErrRetired)
+
+// SetKeySlot makes the lane the index-th of lanes for keys: from now on it
+// refuses (ErrRetired) a keyed entry whose key is another lane's, and it
+// returns what it had been given before, for Passed. Its peer calls it
+// for every lane of the pool once the pool's new view is published: an
+// entry queued before is within the fence, one that comes after with a
+// key that moved goes to its new lane, where it waits for the fence.
+func (l *Lane) SetKeySlot(index, lanes int) Fence {
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	l.keyIndex, l.keyLanes = index, lanes
+	return Fence{queued: l.queuedTotal, nonCall: l.nonCallTotal}
+}
+
+// Jump is Lamping and Veach's jump consistent hash of key over n buckets:
+// going from n to n+1 buckets moves only the keys that land in the new
+// one, so a change in the number of lanes moves only the keys of the lane
+// added or retired.
+func Jump(key uint64, n int) int {
+	b, j := int64(-1), int64(0)
+	for j < int64(n) {
+		b = j
+		key = key*2862933555777941757 + 1
+		j = int64(float64(b+1) * (float64(int64(1)<<31) / float64((key>>33)+1)))
+	}
+	return int(b)
+}
 
 // Retire stops the lane taking entries: later Submits fail with ErrRetired,
 // and so do callers waiting for room in its queue. What is queued is
-// written as usual.
-func (l *Lane) Retire() {
+// written as usual. It returns what the lane had been given, for Passed:
+// nothing comes after it.
+func (l *Lane) Retire() Fence {
 	l.qmu.Lock()
+	defer l.qmu.Unlock()
 	if l.retireErr == nil {
 		l.retireErr = fmt.Errorf("%w (%s)", ErrRetired, l.addr)
 		l.wakeLocked()
 	}
-	l.qmu.Unlock()
+	return Fence{queued: l.queuedTotal, nonCall: l.nonCallTotal}
 }
 
 // Quiet reports whether the lane has nothing queued, being written or
@@ -51,13 +87,6 @@ func (l *Lane) Quiet() bool {
 type Fence struct {
 	queued  uint64 // entries queued before the fence
 	nonCall uint64 // casts and sends among them
-}
-
-// Fence marks what the lane has been given so far.
-func (l *Lane) Fence() Fence {
-	l.qmu.Lock()
-	defer l.qmu.Unlock()
-	return Fence{queued: l.queuedTotal, nonCall: l.nonCallTotal}
 }
 
 // Passed reports whether everything queued before f has been written and

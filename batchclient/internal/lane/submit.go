@@ -59,7 +59,7 @@ func (l *Lane) Submit(ctx context.Context, kind codec.Kind, pc *Pending, deferAr
 		// Once queued, e belongs to the lane's writer (a deferred one is
 		// shared with the caller, see entry.argState).
 		var mine bool
-		mine, err = l.enqueue(e, est, deferArgs, ctx.Done(), ctx.Err)
+		mine, err = l.enqueue(e, est, deferArgs, pc, ctx.Done(), ctx.Err)
 		if mine {
 			l.writeOwn(ctx)
 		}
