@@ -81,7 +81,7 @@ func (c *Client) peerEnv(key, network, host string) peerEnv {
 			fallbacks: c.metrics.fallbacks, reconnects: c.metrics.reconnects, errDown: c.metrics.errDown,
 		},
 		lane:           c.laneConfig(key),
-		dial:           c.dialer(network, host),
+		dial:           c.hookedDialer(network, host),
 		forget:         c.forget,
 		pushLost:       c.pushLost,
 		stopCause:      c.stopCause,
@@ -89,4 +89,12 @@ func (c *Client) peerEnv(key, network, host string) peerEnv {
 		drainClear:     c.drains.clear,
 		newPlainClient: c.newPlainClient,
 	}
+}
+
+// hookedDialer is the dialer of the lanes to host, with the XClients'
+// ConnCreated plugins (connhooks.go).
+func (c *Client) hookedDialer(network, host string) dial.Dialer {
+	d := c.dialer(network, host)
+	d.Created = c.conns.created
+	return d
 }
