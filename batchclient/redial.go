@@ -60,12 +60,13 @@ func (p *peer) waitRedial(backoff time.Duration) bool {
 // after a restart is found by the very next try. The drop-in waits for
 // the outcome of a connect attempt made after it asked: the pool under
 // way, or, when the last attempt failed before it asked, the next one,
-// which it asks for at once (wanted). A failure it returns is that fresh
-// attempt's, never one cached from before the restart.
+// which it asks for (wanted: made at once, or ReconnectMin after the last
+// failure). A failure it returns is that fresh attempt's, never one
+// cached from before the restart.
 
 // awaitFresh waits, within ctx, until the peer is connected or plain, or
-// an attempt begun after the call failed, and returns that view (its err
-// is the failure).
+// an attempt that was under way or begun after it was called has failed,
+// and returns that view (its err is the failure).
 func (p *peer) awaitFresh(ctx context.Context) (*peerView, error) {
 	v := p.view.Load()
 	stale := v
@@ -88,7 +89,10 @@ func (p *peer) awaitFresh(ctx context.Context) (*peerView, error) {
 		select {
 		case <-v.changed:
 		case <-ctx.Done():
-			return v, fmt.Errorf("%w: %s: no connection within %v: %w", ErrPeerDown, p.addr, ctx.Err(), v.err)
+			if v.err != nil {
+				return v, fmt.Errorf("%w: %s: gave up waiting for a connection (%w): %w", ErrPeerDown, p.addr, ctx.Err(), v.err)
+			}
+			return v, fmt.Errorf("%w: %s: gave up waiting for a connection: %w", ErrPeerDown, p.addr, ctx.Err())
 		}
 		v = p.view.Load()
 	}

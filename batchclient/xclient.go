@@ -317,9 +317,10 @@ func (r *rpcClient) SendRaw(ctx context.Context, m *protocol.Message) (map[strin
 }
 
 // Close marks the RPCClient closed, so that rpcx's XClient makes another
-// for the server, and drops the server-message channel it registered, if
-// no newer RPCClient has registered since: a closed rpcx client delivers
-// nothing more either. The lanes stay, as they are the Client's.
+// for the server, drops the server-message channel it registered, if no
+// newer RPCClient has registered since (a closed rpcx client delivers
+// nothing more either), and runs the ClientConnectionClose plugins, once.
+// The lanes stay, as they are the Client's.
 func (r *rpcClient) Close() error {
 	r.closed.Store(true)
 	r.bc.push.unregister(r.addr, r)
