@@ -2,6 +2,7 @@ package batchclient_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +17,8 @@ import (
 // Issue 34, item 3: client.Option.GenBreaker. rpcx makes one breaker per
 // server and feeds it a failure each time it cannot connect; once it is
 // open, calls fail at once with client.ErrBreakerOpen, until its window
-// has passed and a connect succeeds again.
+// has passed and a connect succeeds again. The connect hooks run as
+// often: ConnCreateFailed for each failed connect, ConnCreated once.
 func TestGenBreakerOpensAndClosesAsOnPlain(t *testing.T) {
 	const threshold, window = 3, 300 * time.Millisecond
 	option := client.DefaultOption
@@ -30,6 +32,8 @@ func TestGenBreakerOpensAndClosesAsOnPlain(t *testing.T) {
 		require.NoError(t, err)
 		xc := mk(d)
 		t.Cleanup(func() { xc.Close() })
+		h := &hookRecorder{only: map[string]bool{"ConnCreated": true, "ConnCreateFailed": true}}
+		xc.GetPlugins().Add(h)
 		var out []string
 		call := func() {
 			var r testsvc.Reply
@@ -51,14 +55,18 @@ func TestGenBreakerOpensAndClosesAsOnPlain(t *testing.T) {
 		time.Sleep(window + 100*time.Millisecond)
 		call()
 		call()
+		for _, e := range h.list() {
+			out = append(out, strings.ReplaceAll(e, addr, "ADDR"))
+		}
 		return out
 	}
 	plain := outcomes(func(d client.ServiceDiscovery) client.XClient {
 		return client.NewXClient("Arith", client.Failfast, client.RoundRobin, d, option)
 	})
 	batch := outcomes(func(d client.ServiceDiscovery) client.XClient {
-		return batchclient.NewXClient("Arith", client.Failfast, client.RoundRobin, d, option)
+		return batchclient.NewXClient("Arith", client.Failfast, client.RoundRobin, d, option, batchclient.WithLanes(1))
 	})
-	assert.Equal(t, []string{"failed", "failed", "failed", "open", "open", "open", "ok", "ok"}, plain, "plain rpcx")
+	assert.Equal(t, []string{"failed", "failed", "failed", "open", "open", "open", "ok", "ok",
+		"ConnCreateFailed tcp ADDR", "ConnCreateFailed tcp ADDR", "ConnCreateFailed tcp ADDR", "ConnCreated ADDR"}, plain, "plain rpcx")
 	assert.Equal(t, plain, batch, "drop-in")
 }

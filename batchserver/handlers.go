@@ -47,9 +47,10 @@ func newHandlerRouter(s *server.Server) handlerRouter {
 	return handlerRouter{m: m}
 }
 
-// lookup returns the handler added for service.method, or nil.
+// lookup returns the handler added for service.method, or nil. The
+// plugin's own service is not a batched entry's to call.
 func (r handlerRouter) lookup(service, method string) server.Handler {
-	if len(r.m) <= r.own {
+	if len(r.m) <= r.own || service == codec.ServicePath {
 		return nil
 	}
 	return r.m[service+"."+method]
