@@ -86,11 +86,24 @@ func (r *rpcClient) beforeEncode(ctx context.Context, pc client.PluginContainer,
 // or the server's error), as rpcx runs them on messages it reads. res is
 // the response metadata the server sent.
 func (r *rpcClient) afterDecode(pc client.PluginContainer, servicePath, serviceMethod string, reply any, res map[string]string, err error) {
+	st := r.bc.opts.SerializeType
+	var payload []byte
+	// rpcx's server sends the encoded reply with an error too.
+	if cd := share.Codecs[st]; cd != nil && reply != nil {
+		if data, encErr := cd.Encode(reply); encErr == nil {
+			payload = data
+		}
+	}
+	afterDecodeMessage(pc, st, servicePath, serviceMethod, res, payload, err)
+}
+
+// afterDecodeMessage runs the ClientAfterDecode plugins on the response
+// of serialize type st with metadata res and payload, when one was read.
+func afterDecodeMessage(pc client.PluginContainer, st protocol.SerializeType, servicePath, serviceMethod string, res map[string]string, payload []byte, err error) {
 	var se client.ServiceError
 	if err != nil && !errors.As(err, &se) {
 		return // nothing was read: a transport error or the context's
 	}
-	st := r.bc.opts.SerializeType
 	m := protocol.NewMessage()
 	m.SetMessageType(protocol.Response)
 	m.SetSerializeType(st)
@@ -105,12 +118,7 @@ func (r *rpcClient) afterDecode(pc client.PluginContainer, servicePath, serviceM
 		m.SetMessageStatusType(protocol.Error)
 		m.Metadata[protocol.ServiceError] = err.Error()
 	}
-	// rpcx's server sends the encoded reply with an error too.
-	if cd := share.Codecs[st]; cd != nil && reply != nil {
-		if data, encErr := cd.Encode(reply); encErr == nil {
-			m.Payload = data
-		}
-	}
+	m.Payload = payload
 	_ = pc.DoClientAfterDecode(m)
 }
 

@@ -177,8 +177,8 @@ func startTraceServer(t *testing.T, plain bool) string {
 
 // hookScenario runs the same calls over an XClient made by mk with the
 // recorder added, and returns what it recorded: a call, a server's error,
-// Go, Oneshot, and Close.
-func hookScenario(t *testing.T, mk func(client.ServiceDiscovery) client.XClient, addr string) []string {
+// Go, SendRaw (when sendRaw), Oneshot, and Close.
+func hookScenario(t *testing.T, mk func(client.ServiceDiscovery) client.XClient, addr string, sendRaw bool) []string {
 	t.Helper()
 	d, err := client.NewPeer2PeerDiscovery("tcp@"+addr, "")
 	require.NoError(t, err)
@@ -201,12 +201,31 @@ func hookScenario(t *testing.T, mk func(client.ServiceDiscovery) client.XClient,
 	case <-ctx.Done():
 		t.Fatal("Go: no reply")
 	}
+	if sendRaw {
+		sendRawMul(ctx, t, xc)
+	}
 	require.NoError(t, xc.Oneshot(ctx, "Mul", &testsvc.Args{A: 4, B: 5}))
 	// rpcx sends a Oneshot from a goroutine of its own.
 	h.waitFor(t, "ClientBeforeEncode type=0 oneway=true")
 	require.NoError(t, xc.Close())
 	h.waitFor(t, "ClientConnectionClose")
 	return h.list()
+}
+
+// sendRawMul sends Arith.Mul with SendRaw.
+func sendRawMul(ctx context.Context, t *testing.T, xc client.XClient) {
+	t.Helper()
+	raw := protocol.NewMessage()
+	raw.SetMessageType(protocol.Request)
+	raw.SetSerializeType(protocol.MsgPack)
+	raw.SetSeq(1000)
+	raw.ServicePath, raw.ServiceMethod = "Arith", "Mul"
+	var err error
+	raw.Payload, err = share.Codecs[protocol.MsgPack].Encode(&testsvc.Args{A: 3, B: 3})
+	require.NoError(t, err)
+	_, payload, err := xc.SendRaw(ctx, raw)
+	require.NoError(t, err)
+	require.NotEmpty(t, payload)
 }
 
 // Every client plugin hook of rpcx v1.9.4 runs on the drop-in, over lanes
@@ -219,10 +238,13 @@ func TestClientPluginHooksRunAsOnPlain(t *testing.T) {
 		addr := startTraceServer(t, plainServer)
 		plain := hookScenario(t, func(d client.ServiceDiscovery) client.XClient {
 			return client.NewXClient("Arith", client.Failfast, client.RoundRobin, d, client.DefaultOption)
-		}, addr)
+		}, addr, plainServer)
+		// SendRaw has no batch form: over lanes it opens the plain
+		// connection too (and ConnCreated runs for it), so it is sent only
+		// where the drop-in has that one connection.
 		batch := hookScenario(t, func(d client.ServiceDiscovery) client.XClient {
 			return batchclient.NewXClient("Arith", client.Failfast, client.RoundRobin, d, client.DefaultOption, batchclient.WithLanes(1))
-		}, addr)
+		}, addr, plainServer)
 		assert.Equal(t, plain, batch, name)
 		var seen bool
 		for _, e := range batch {

@@ -313,7 +313,15 @@ func (r *rpcClient) SendRaw(ctx context.Context, m *protocol.Message) (map[strin
 		return nil, nil, err
 	}
 	defer pr.done()
-	return pr.pc.SendRaw(ctx, m)
+	meta, payload, err := pr.pc.SendRaw(ctx, m)
+	// The plain client's reader leaves ClientAfterDecode to the XClient
+	// whose call it is (callhooks.go).
+	if pc := r.owner.plugins(); pc != nil {
+		if _, after := callHooks(pc); after {
+			afterDecodeMessage(pc, m.SerializeType(), m.ServicePath, m.ServiceMethod, meta, payload, err)
+		}
+	}
+	return meta, payload, err
 }
 
 // Close marks the RPCClient closed, so that rpcx's XClient makes another
