@@ -101,4 +101,16 @@ func TestUserSelectorSeesRPCXKeysAndRidesLanes(t *testing.T) {
 	assert.Equal(t, plainChosen, chosen, "the keys WrapSelect plugins see")
 	assert.Equal(t, batchclient.Connected, bc.Info(addr).Status)
 	assert.Equal(t, before+3, counter(t, p, "rpcxbatch.server.calls"), "the selector's choice rides the lanes")
+
+	// Inform's receipts name the servers by the same keys.
+	inform := func(xc client.XClient) []string {
+		rs, err := xc.Inform(ctxT(t, 5*time.Second), "Mul", &testsvc.Args{A: 1, B: 1}, &testsvc.Reply{})
+		require.NoError(t, err)
+		var out []string
+		for _, r := range rs {
+			out = append(out, r.Address)
+		}
+		return out
+	}
+	assert.Equal(t, inform(plainXC), inform(xc), "Inform's receipts")
 }

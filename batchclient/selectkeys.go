@@ -129,3 +129,13 @@ func hasSelectPlugins(pc client.PluginContainer) bool {
 // GetPlugins returns the XClient's plugin container, as given to
 // SetPlugins (or rpcx's own).
 func (x *xClient) GetPlugins() client.PluginContainer { return x.userPlugins }
+
+// Inform is rpcx's Inform, each receipt's Address given as the discovery
+// gave the server's key, as on plain rpcx.
+func (x *xClient) Inform(ctx context.Context, serviceMethod string, args, reply any) ([]client.Receipt, error) {
+	receipts, err := x.XClient.Inform(ctx, serviceMethod, args, reply)
+	for i := range receipts {
+		receipts[i].Address = x.disc.userKey(receipts[i].Address)
+	}
+	return receipts, err
+}

@@ -139,7 +139,7 @@ type builder struct {
 	plugins func() client.PluginContainer
 	// genBreaker is the XClient's Option.GenBreaker; breakers holds the
 	// breaker of each server key, made on its first GenerateClient, as
-	// rpcx makes them (breaker.go).
+	// rpcx's generateClient makes them.
 	genBreaker func() client.Breaker
 	breakers   sync.Map
 	// connectWait bounds how long GenerateClient waits for a connect
