@@ -79,6 +79,10 @@ type Client struct {
 
 	// drains holds the addresses whose server is shutting down (drain.go).
 	drains drainSet
+
+	// conns holds the XClients over the Client and their RPCClients, for
+	// rpcx's connection plugin hooks (connhooks.go).
+	conns connHooks
 }
 
 // New returns a Client; it connects to an address on first use or Start.

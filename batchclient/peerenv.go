@@ -94,7 +94,7 @@ func (c *Client) peerEnv(key, network, host string) peerEnv {
 			lanesAdded: c.metrics.lanesAdded, lanesRetired: c.metrics.lanesRetired,
 		},
 		lane:           c.laneConfig(key),
-		dial:           c.dialer(network, host),
+		dial:           c.hookedDialer(network, host),
 		forget:         c.forget,
 		pushLost:       c.pushLost,
 		stopCause:      c.stopCause,
@@ -102,4 +102,12 @@ func (c *Client) peerEnv(key, network, host string) peerEnv {
 		drainClear:     c.drains.clear,
 		newPlainClient: c.newPlainClient,
 	}
+}
+
+// hookedDialer is the dialer of the lanes to host, with the XClients'
+// ConnCreated plugins (connhooks.go).
+func (c *Client) hookedDialer(network, host string) dial.Dialer {
+	d := c.dialer(network, host)
+	d.Created = c.conns.created
+	return d
 }

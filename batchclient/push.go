@@ -115,6 +115,8 @@ func (t *pushTable) sink(addr string) pushSink {
 // connects, as its reader reads it unsynchronised.
 func (c *Client) newPlainClient(addr string) *client.Client {
 	pc := client.NewClient(c.opts.RPCX)
+	// The connection hooks of the XClients over the Client (connhooks.go).
+	pc.Plugins = plainPlugins{h: &c.conns, addr: addr}
 	if s := c.push.sink(addr); s.ch != nil {
 		pc.RegisterServerMessageChan(s.ch)
 	}
@@ -195,6 +197,8 @@ func (c *Client) deliverPush(addr string, s pushSink, m *protocol.Message, block
 // gone, with the message rpcx sends when a connection is lost. It never
 // waits: a pool is torn down on Close and Stop too, and nothing would read.
 func (c *Client) pushLost(addr string, server net.Addr, cause error) {
+	// The XClients' RPCClients over the pool see their connection end.
+	c.conns.lost(addr, true, nil)
 	s := c.push.sink(addr)
 	if s.ch == nil {
 		return

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/smallnest/rpcx/client"
 	"github.com/smallnest/rpcx/protocol"
@@ -61,7 +62,8 @@ func NewXClientWith(bc *Client, servicePath string, failMode client.FailMode, se
 // channel, or nil.
 func newXClientWith(bc *Client, servicePath string, failMode client.FailMode, selectMode client.SelectMode, discovery client.ServiceDiscovery, option client.Option, ch chan<- *protocol.Message) *xClient {
 	network := fmt.Sprintf("rpcxbatch%d", networkSeq.Add(1))
-	b := &builder{bc: bc, cache: make(map[string]client.RPCClient)}
+	b := &builder{bc: bc, cache: make(map[string]client.RPCClient), genBreaker: option.GenBreaker,
+		connectWait: bc.opts.DialTimeout + bc.opts.HandshakeTimeout, ch: ch}
 	client.RegisterCacheClientBuilder(network, b)
 	d := newBatchDiscovery(discovery, network)
 	var inner client.XClient
@@ -70,10 +72,13 @@ func newXClientWith(bc *Client, servicePath string, failMode client.FailMode, se
 	} else {
 		inner = client.NewXClient(servicePath, failMode, selectMode, d, option)
 	}
-	// Keeps the selection off servers that are shutting down
-	// (xclient_drain.go).
-	inner.GetPlugins().Add(skipDraining{bc})
-	return &xClient{XClient: inner, bc: bc, disc: d, b: b}
+	x := &xClient{XClient: inner, bc: bc, disc: d, b: b}
+	b.plugins = x.GetPlugins
+	// The user's plugins see the servers' keys as rpcx gives them
+	// (selectkeys.go).
+	x.SetPlugins(inner.GetPlugins())
+	bc.conns.addBuilder(b)
+	return x
 }
 
 // xClient is rpcx's own XClient over a discovery that points its tcp
@@ -84,6 +89,11 @@ type xClient struct {
 	disc       *batchDiscovery
 	b          *builder
 	ownsClient bool
+	// userPlugins is the container GetPlugins returns; rpcx's XClient has
+	// it inside a keyedPlugins. userSelector is set by SetSelector
+	// (selectkeys.go).
+	userPlugins  client.PluginContainer
+	userSelector atomic.Bool
 }
 
 // Auth sets the token rpcx puts in every call's metadata, and the token the
@@ -97,6 +107,11 @@ func (x *xClient) Auth(token string) {
 // XClient made its own Client, closes it.
 func (x *xClient) Close() error {
 	err := x.XClient.Close()
+	// rpcx's XClient closes the clients it cached, running their
+	// ClientConnectionClose plugins; it leaves those a builder caches to
+	// the builder.
+	x.b.closeAll()
+	x.bc.conns.removeBuilder(x.b)
 	x.disc.stopForwarding()
 	// rpcx keeps builders in a global table with no way to remove one:
 	// empty ours so that all it holds after Close is its name.
@@ -118,6 +133,20 @@ type builder struct {
 	mu    sync.Mutex
 	bc    *Client
 	cache map[string]client.RPCClient
+
+	// plugins returns the XClient's plugin container (the user's), whose
+	// hooks its RPCClients run.
+	plugins func() client.PluginContainer
+	// genBreaker is the XClient's Option.GenBreaker; breakers holds the
+	// breaker of each server key, made on its first GenerateClient, as
+	// rpcx's generateClient makes them.
+	genBreaker func() client.Breaker
+	breakers   sync.Map
+	// connectWait bounds how long GenerateClient waits for a connect
+	// attempt's outcome (the lanes' dial and handshake bounds).
+	connectWait time.Duration
+	// ch is the XClient's bidirectional channel, or nil.
+	ch chan<- *protocol.Message
 }
 
 func (b *builder) SetCachedClient(c client.RPCClient, k, _, _ string) {
@@ -140,6 +169,12 @@ func (b *builder) DeleteCachedClient(c client.RPCClient, k, _, _ string) {
 	b.mu.Unlock()
 }
 
+// GenerateClient is where rpcx's own XClient dials a server: the first
+// call to it, and every retry after a call failed on a connection. The
+// drop-in waits there for a connect attempt's outcome (a fresh one, see
+// connectFresh) and fails as rpcx's dial fails, feeding the breaker of
+// Option.GenBreaker as rpcx does; the RPCClient it returns carries the
+// connection rpcx hands to its ClientConnected plugins.
 func (b *builder) GenerateClient(k, _, _ string) (client.RPCClient, error) {
 	_, hostport, _ := strings.Cut(k, "@")
 	b.mu.Lock()
@@ -148,11 +183,61 @@ func (b *builder) GenerateClient(k, _, _ string) (client.RPCClient, error) {
 	if bc == nil {
 		return nil, ErrClosed
 	}
+	br := b.breaker(k)
+	if br != nil && !br.Ready() {
+		return nil, client.ErrBreakerOpen
+	}
 	rc := &rpcClient{bc: bc, addr: hostport, owner: b}
-	if err := bc.Start(hostport); err != nil {
+	if b.ch != nil {
+		// rpcx registers the channel once this returns; a plain fallback
+		// client dialled below takes the channel registered when it is made.
+		bc.push.register(hostport, rc, b, b.ch)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.connectWait)
+	defer cancel()
+	fc, connectFailed, err := bc.connectFresh(ctx, hostport)
+	if err != nil {
+		bc.push.unregister(hostport, rc)
+		if connectFailed {
+			if pc := b.plugins(); pc != nil {
+				pc.DoConnCreateFailed("tcp", hostport)
+			}
+		}
+		if br != nil {
+			br.Fail()
+		}
 		return nil, err
 	}
+	rc.conn, rc.viaLanes = fc.conn, fc.viaLanes
+	bc.conns.addClient(hostport, rc)
 	return rc, nil
+}
+
+// breaker returns the breaker of server key k, made on first use, or nil
+// without GenBreaker.
+func (b *builder) breaker(k string) client.Breaker {
+	if b.genBreaker == nil {
+		return nil
+	}
+	if br, ok := b.breakers.Load(k); ok {
+		return br.(client.Breaker)
+	}
+	br, _ := b.breakers.LoadOrStore(k, b.genBreaker())
+	return br.(client.Breaker)
+}
+
+// closeAll closes the RPCClients the builder caches, as rpcx's XClient
+// closes its own when it closes.
+func (b *builder) closeAll() {
+	b.mu.Lock()
+	var rcs []client.RPCClient
+	for _, rc := range b.cache {
+		rcs = append(rcs, rc)
+	}
+	b.mu.Unlock()
+	for _, rc := range rcs {
+		rc.Close()
+	}
 }
 
 // release drops what the builder holds once its XClient is closed.
@@ -174,6 +259,14 @@ type rpcClient struct {
 	// registered.
 	owner  *builder
 	closed atomic.Bool
+
+	// conn is the connection the RPCClient was made with (a lane's, or the
+	// plain fallback's), which GetConn reports, as rpcx's Client reports
+	// the connection it dialled for its whole life; viaLanes tells which.
+	conn     net.Conn
+	viaLanes bool
+	// hookClose runs the ClientConnectionClose plugins once.
+	hookClose sync.Once
 }
 
 var _ client.RPCClient = (*rpcClient)(nil)
@@ -181,6 +274,14 @@ var _ client.RPCClient = (*rpcClient)(nil)
 func (r *rpcClient) Connect(_, _ string) error { return r.bc.Start(r.addr) }
 
 func (r *rpcClient) Go(ctx context.Context, servicePath, serviceMethod string, args, reply any, done chan *client.Call) *client.Call {
+	pc := r.owner.plugins()
+	before, after := callHooks(pc)
+	if reply == nil && before {
+		ctx = r.beforeEncode(ctx, pc, servicePath, serviceMethod, args, true)
+	}
+	if reply != nil && (before || after) {
+		return r.hookedGo(ctx, pc, before, after, servicePath, serviceMethod, args, reply, done)
+	}
 	if reply == nil {
 		// rpcx sends a call without a reply value as oneway (Oneshot).
 		if done == nil {
@@ -195,6 +296,13 @@ func (r *rpcClient) Go(ctx context.Context, servicePath, serviceMethod string, a
 }
 
 func (r *rpcClient) Call(ctx context.Context, servicePath, serviceMethod string, args, reply any) error {
+	// The XClient's ClientBeforeEncode and ClientAfterDecode plugins
+	// (callhooks.go).
+	if pc := r.owner.plugins(); pc != nil {
+		if before, after := callHooks(pc); before || after {
+			return r.hookedCall(ctx, pc, before, after, servicePath, serviceMethod, args, reply)
+		}
+	}
 	return r.bc.Call(ctx, r.addr, servicePath, serviceMethod, args, reply)
 }
 
@@ -205,17 +313,41 @@ func (r *rpcClient) SendRaw(ctx context.Context, m *protocol.Message) (map[strin
 		return nil, nil, err
 	}
 	defer pr.done()
-	return pr.pc.SendRaw(ctx, m)
+	meta, payload, err := pr.pc.SendRaw(ctx, m)
+	// The plain client's reader leaves ClientAfterDecode to the XClient
+	// whose call it is (callhooks.go).
+	if pc := r.owner.plugins(); pc != nil {
+		if _, after := callHooks(pc); after {
+			afterDecodeMessage(pc, m.SerializeType(), m.ServicePath, m.ServiceMethod, meta, payload, err)
+		}
+	}
+	return meta, payload, err
 }
 
 // Close marks the RPCClient closed, so that rpcx's XClient makes another
-// for the server, and drops the server-message channel it registered, if
-// no newer RPCClient has registered since: a closed rpcx client delivers
-// nothing more either. The lanes stay, as they are the Client's.
+// for the server, drops the server-message channel it registered, if no
+// newer RPCClient has registered since (a closed rpcx client delivers
+// nothing more either), and runs the ClientConnectionClose plugins, once.
+// The lanes stay, as they are the Client's.
 func (r *rpcClient) Close() error {
 	r.closed.Store(true)
 	r.bc.push.unregister(r.addr, r)
+	r.connectionEnded()
 	return nil
+}
+
+// connectionEnded runs the XClient's ClientConnectionClose plugins, once,
+// as rpcx's Client runs them when it closes or its connection ends, and
+// marks the RPCClient closing, so that rpcx makes another for its next
+// call.
+func (r *rpcClient) connectionEnded() {
+	r.closed.Store(true)
+	r.hookClose.Do(func() {
+		r.bc.conns.removeClient(r.addr, r)
+		if pc := r.owner.plugins(); pc != nil {
+			_ = pc.DoClientConnectionClose(r.conn)
+		}
+	})
 }
 
 func (r *rpcClient) RemoteAddr() string { return r.addr }
@@ -245,9 +377,10 @@ func (r *rpcClient) IsClosing() bool { return r.closed.Load() || r.bc.isClosed()
 
 func (r *rpcClient) IsShutdown() bool { return r.IsClosing() }
 
-// GetConn returns one lane's connection (rpcx hands it to its
-// ClientConnected plugins), or nil when no lane is up.
-func (r *rpcClient) GetConn() net.Conn { return r.bc.laneConn(r.addr) }
+// GetConn returns the connection the RPCClient was made with (rpcx hands
+// it to its ClientConnected plugins): a lane's, or the plain fallback's.
+// It is never nil.
+func (r *rpcClient) GetConn() net.Conn { return r.conn }
 
 // batchDiscovery wraps the user's discovery: tcp servers are renamed into
 // this XClient's network so rpcx builds them with the batch builder, unless
@@ -255,6 +388,9 @@ func (r *rpcClient) GetConn() net.Conn { return r.bc.laneConn(r.addr) }
 type batchDiscovery struct {
 	inner   client.ServiceDiscovery
 	network string
+
+	// names maps the keys of the last rewrite (selectkeys.go).
+	names atomic.Pointer[keyNames]
 
 	// mu guards watchers, the channels forward sends to, and the
 	// forwarding goroutine's innerCh, stop and done, which
@@ -283,6 +419,7 @@ func (d *batchDiscovery) rewrite(pairs []*client.KVPair) []*client.KVPair {
 		}
 		out = append(out, &client.KVPair{Key: d.network + "@" + hostport, Value: p.Value})
 	}
+	d.recordNames(pairs, out)
 	return out
 }
 

@@ -46,8 +46,12 @@ func (s skipDraining) draining(k string) bool {
 // SetPlugins sets the XClient's plugins, adding the one that keeps the
 // selection off servers that are shutting down (to plugins itself).
 func (x *xClient) SetPlugins(plugins client.PluginContainer) {
-	if plugins != nil {
-		plugins.Add(skipDraining{x.bc})
+	x.userPlugins = plugins
+	if plugins == nil {
+		x.XClient.SetPlugins(nil)
+		return
 	}
-	x.XClient.SetPlugins(plugins)
+	plugins.Add(skipDraining{x.bc})
+	// The user's plugins see the discovery's keys (selectkeys.go).
+	x.XClient.SetPlugins(keyedPlugins{PluginContainer: plugins, userSelector: &x.userSelector, d: x.disc})
 }

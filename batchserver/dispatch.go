@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime/debug"
 	"time"
 
+	"github.com/smallnest/rpcx/log"
 	"github.com/smallnest/rpcx/protocol"
 	"github.com/smallnest/rpcx/share"
 
@@ -65,7 +67,9 @@ func (p *Plugin) guarded(ec *entryCtx, e *codec.Entry, dst []byte, fc *fastcodec
 	defer func() {
 		if r := recover(); r != nil {
 			p.metrics.errPanic.Inc(1)
-			logf("rpcxbatch: %s.%s panicked: %v", e.ServicePath, e.ServiceMethod, r)
+			// At ERROR with the stack, as rpcx logs a plain request's
+			// panic (server/service.go): its default logger shows no less.
+			log.Errorf("[handler internal error]: servicepath: %s, servicemethod: %s, err: %v, stacks: %s", e.ServicePath, e.ServiceMethod, r, debug.Stack())
 			payload, err = nil, &PanicError{Service: e.ServicePath, Method: e.ServiceMethod, Value: fmt.Sprint(r)}
 		}
 	}()
@@ -103,6 +107,10 @@ func (p *Plugin) execute(ec *entryCtx, e *codec.Entry, dst []byte, fc *fastcodec
 		return nil, err
 	}
 	p.preHandle(ec)
+	// rpcx looks in its AddHandler router before its services.
+	if h := p.router.lookup(e.ServicePath, e.ServiceMethod); h != nil {
+		return p.runHandler(ec, e, h, dst)
+	}
 	m, found := p.services.lookup(e.ServicePath, e.ServiceMethod)
 	if m == nil {
 		p.metrics.errUnknown.Inc(1)
@@ -209,7 +217,7 @@ func (p *Plugin) runSend(c *conn, ec *entryCtx, e *codec.Entry) {
 	defer func() {
 		if r := recover(); r != nil {
 			p.metrics.errPanic.Inc(1)
-			logf("rpcxbatch: send handler %q panicked: %v", e.ServicePath, r)
+			log.Errorf("[handler internal error]: send handler %q panicked: %v, stacks: %s", e.ServicePath, r, debug.Stack())
 		}
 	}()
 	if p.deadlinePassed(ec, e) {

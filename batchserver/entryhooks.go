@@ -2,6 +2,9 @@ package batchserver
 
 import (
 	"fmt"
+	"runtime/debug"
+
+	"github.com/smallnest/rpcx/log"
 
 	"github.com/smallnest/rpcx/protocol"
 
@@ -53,7 +56,8 @@ func (p *Plugin) readEntry(ec *entryCtx, e *codec.Entry, hs hookSet) (err error)
 	defer func() {
 		if r := recover(); r != nil {
 			p.metrics.errPanic.Inc(1)
-			logf("rpcxbatch: a read-request plugin panicked on %s.%s: %v", e.ServicePath, e.ServiceMethod, r)
+			// At ERROR with the stack, as rpcx logs every panic it recovers.
+			log.Errorf("rpcxbatch: a read-request plugin panicked on %s.%s: %v, stacks: %s", e.ServicePath, e.ServiceMethod, r, debug.Stack())
 			err = &PanicError{Service: e.ServicePath, Method: e.ServiceMethod, Value: fmt.Sprint(r)}
 		}
 	}()
@@ -205,6 +209,6 @@ func replyOf(id uint64, res *protocol.Message) codec.Reply {
 func (p *Plugin) recoverHook(hook string, req *protocol.Message) {
 	if r := recover(); r != nil {
 		p.metrics.errPanic.Inc(1)
-		logf("rpcxbatch: a %s plugin panicked on %s.%s: %v", hook, req.ServicePath, req.ServiceMethod, r)
+		log.Errorf("rpcxbatch: a %s plugin panicked on %s.%s: %v, stacks: %s", hook, req.ServicePath, req.ServiceMethod, r, debug.Stack())
 	}
 }

@@ -34,7 +34,9 @@ type Plugin struct {
 	opts        Options
 	incarnation uint64
 	services    *serviceTable
-	metrics     *serverMetrics
+	// router is rpcx's AddHandler table (handlers.go).
+	router  handlerRouter
+	metrics *serverMetrics
 
 	sendMu sync.RWMutex // guards sends
 	sends  map[string]SendHandler
@@ -129,6 +131,8 @@ func New(s *server.Server, opts ...Option) (*Plugin, error) {
 	s.RegisterOnShutdown(func(*server.Server) { p.Close() })
 	s.AddHandler(codec.ServicePath, codec.MethodHandshake, p.handshake)
 	s.AddHandler(codec.ServicePath, codec.MethodBatch, p.batch)
+	p.router = newHandlerRouter(s)
+	p.router.own = 2
 	// Request hooks must see calls, not frames: from here on s.Plugins
 	// skips lane messages and the plugin runs those hooks per entry.
 	p.hooks = wrapPlugins(s)

@@ -38,7 +38,23 @@ type Dialer struct {
 	CompressType  protocol.CompressType
 	// Auth returns the token the handshake presents.
 	Auth func() string
+	// Created, when set, is run on each connection whose handshake found
+	// the batch plugin, before the lane uses it: it may return another
+	// connection (a wrapper) for the lane to use, or an error, which fails
+	// the connection as a failed connect. rpcx's ConnCreated plugins run
+	// through it.
+	Created func(net.Conn) (net.Conn, error)
 }
+
+// ConnectError marks an error of connecting itself (the TCP dial, the TLS
+// handshake, or Created), as opposed to one of the lane handshake: the
+// errors for which rpcx's client runs its ConnCreateFailed plugins. Its
+// text is the cause's.
+type ConnectError struct{ Err error }
+
+func (e *ConnectError) Error() string { return e.Err.Error() }
+
+func (e *ConnectError) Unwrap() error { return e.Err }
 
 // Dial opens one connection to the server and performs the lane
 // handshake on it. Closing stop abandons it at once.
@@ -61,7 +77,7 @@ func (d *Dialer) Dial(stop <-chan struct{}) (net.Conn, codec.Handshake, error) {
 	nd := net.Dialer{KeepAlive: d.KeepAlive}
 	conn, err := nd.DialContext(dialCtx, d.Network, d.Addr)
 	if err != nil {
-		return nil, hs, err
+		return nil, hs, &ConnectError{err}
 	}
 	if cfg := d.TLSConfig; cfg != nil {
 		if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
@@ -73,7 +89,7 @@ func (d *Dialer) Dial(stop <-chan struct{}) (net.Conn, codec.Handshake, error) {
 		tc := tls.Client(conn, cfg)
 		if err := tc.HandshakeContext(dialCtx); err != nil {
 			conn.Close()
-			return nil, hs, err
+			return nil, hs, &ConnectError{err}
 		}
 		conn = tc
 	}
@@ -88,5 +104,16 @@ func (d *Dialer) Dial(stop <-chan struct{}) (net.Conn, codec.Handshake, error) {
 		return nil, hs, err
 	}
 	conn.SetDeadline(time.Time{})
+	if d.Created != nil {
+		// After the handshake: a connection that only found a plain server
+		// is not one the calls use (the plain rpcx client dials its own,
+		// running the same plugins), so it is not reported.
+		wrapped, err := d.Created(conn)
+		if err != nil {
+			conn.Close()
+			return nil, hs, &ConnectError{err}
+		}
+		conn = wrapped
+	}
 	return conn, hs, nil
 }

@@ -1,0 +1,186 @@
+package batchclient
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/protocol"
+	"github.com/smallnest/rpcx/share"
+
+	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
+)
+
+// rpcx's per-message client plugin hooks on the drop-in XClient. rpcx's
+// Client runs ClientBeforeEncode on each request message it is about to
+// write (payload encoded, metadata from the context) and ClientAfterDecode
+// on each response it read, before decoding the reply. The drop-in's
+// RPCClient runs them per call, on lanes and on the plain fallback alike,
+// with the XClient's own plugins, on a *protocol.Message built as rpcx
+// builds it: type, oneway flag, serialize type, compress flag, service
+// path and method, metadata and the encoded arguments (or, for the reply,
+// the response metadata rpcx reads, with __rpcx_error__ and status Error
+// for a server's error, and the encoded reply value, which is what rpcx's
+// server sends with an error too when the caller's reply value was
+// fresh). Seq is 0: entries have ids of their own on their lane.
+//
+// What a ClientBeforeEncode plugin does to the request's metadata reaches
+// the server (a tracing plugin's span context, say); a change of its
+// payload does not (the lane encodes the arguments itself). What a
+// ClientAfterDecode plugin changes in the response has no effect: the
+// reply is already decoded. The encoding costs only a client with such a
+// plugin.
+
+// callHooks reports which per-message hooks pc has.
+func callHooks(pc client.PluginContainer) (before, after bool) {
+	if pc == nil {
+		return false, false
+	}
+	for _, p := range pc.All() {
+		if _, ok := p.(client.ClientBeforeEncodePlugin); ok {
+			before = true
+		}
+		if _, ok := p.(client.ClientAfterDecodePlugin); ok {
+			after = true
+		}
+	}
+	return before, after
+}
+
+// beforeEncode runs the ClientBeforeEncode plugins on the request rpcx
+// would write for the call, and returns ctx with the request metadata the
+// plugins left (it reaches the server).
+func (r *rpcClient) beforeEncode(ctx context.Context, pc client.PluginContainer, servicePath, serviceMethod string, args any, oneway bool) context.Context {
+	st := r.bc.opts.SerializeType
+	req := protocol.NewMessage()
+	req.SetMessageType(protocol.Request)
+	req.SetOneway(oneway)
+	req.SetSerializeType(st)
+	if meta, ok := ctx.Value(share.ReqMetaDataKey).(map[string]string); ok && meta != nil {
+		// A copy, as rpcx's Client.Go makes: the plugins' changes are
+		// this request's, not the caller's map's.
+		req.Metadata = make(map[string]string, len(meta))
+		for k, v := range meta {
+			req.Metadata[k] = v
+		}
+	}
+	req.ServicePath, req.ServiceMethod = servicePath, serviceMethod
+	if cd := share.Codecs[st]; cd != nil {
+		if data, err := cd.Encode(args); err == nil {
+			if len(data) > 1024 && r.bc.opts.CompressType != protocol.None {
+				req.SetCompressType(r.bc.opts.CompressType)
+			}
+			req.Payload = data
+		}
+	}
+	_ = pc.DoClientBeforeEncode(req)
+	if req.Metadata == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, share.ReqMetaDataKey, req.Metadata)
+}
+
+// afterDecode runs the ClientAfterDecode plugins on the response rpcx
+// would have read for a completed call: only when one was read (a reply,
+// or the server's error), as rpcx runs them on messages it reads. res is
+// the response metadata the server sent.
+func (r *rpcClient) afterDecode(pc client.PluginContainer, servicePath, serviceMethod string, reply any, res map[string]string, err error) {
+	st := r.bc.opts.SerializeType
+	var payload []byte
+	// rpcx's server sends the encoded reply with an error too.
+	if cd := share.Codecs[st]; cd != nil && reply != nil {
+		if data, encErr := cd.Encode(reply); encErr == nil {
+			payload = data
+		}
+	}
+	afterDecodeMessage(pc, st, servicePath, serviceMethod, res, payload, err)
+}
+
+// afterDecodeMessage runs the ClientAfterDecode plugins on the response
+// of serialize type st with metadata res and payload, when one was read.
+func afterDecodeMessage(pc client.PluginContainer, st protocol.SerializeType, servicePath, serviceMethod string, res map[string]string, payload []byte, err error) {
+	var se client.ServiceError
+	if err != nil && !errors.As(err, &se) {
+		return // nothing was read: a transport error or the context's
+	}
+	m := protocol.NewMessage()
+	m.SetMessageType(protocol.Response)
+	m.SetSerializeType(st)
+	m.ServicePath, m.ServiceMethod = servicePath, serviceMethod
+	m.Metadata = make(map[string]string, len(res)+1)
+	for k, v := range res {
+		if k != share.ServerAddress {
+			m.Metadata[k] = v
+		}
+	}
+	if err != nil {
+		m.SetMessageStatusType(protocol.Error)
+		m.Metadata[protocol.ServiceError] = err.Error()
+	}
+	m.Payload = payload
+	_ = pc.DoClientAfterDecode(m)
+}
+
+// hookedCall is Call with the per-message hooks of pc.
+func (r *rpcClient) hookedCall(ctx context.Context, pc client.PluginContainer, before, after bool, servicePath, serviceMethod string, args, reply any) error {
+	if before {
+		ctx = r.beforeEncode(ctx, pc, servicePath, serviceMethod, args, false)
+	}
+	if !after {
+		return r.bc.Call(ctx, r.addr, servicePath, serviceMethod, args, reply)
+	}
+	// The response metadata the server sent, kept apart from the
+	// caller's map (which may hold keys of earlier calls) and copied
+	// there as rpcx would.
+	res := map[string]string{}
+	user, _ := ctx.Value(share.ResMetaDataKey).(map[string]string)
+	err := r.bc.Call(context.WithValue(ctx, share.ResMetaDataKey, res), r.addr, servicePath, serviceMethod, args, reply)
+	r.afterDecode(pc, servicePath, serviceMethod, reply, res, err)
+	if user != nil && len(res) > 0 {
+		copyResMetadataMap(ctx, user, res)
+	}
+	return err
+}
+
+// hookedGo is Go with the per-message hooks of pc: the call is made on a
+// channel of its own, and a goroutine, which ends with the call (a call
+// always completes: reply, error, or its context's end), runs the
+// ClientAfterDecode plugins and then completes the caller's call.
+func (r *rpcClient) hookedGo(ctx context.Context, pc client.PluginContainer, before, after bool, servicePath, serviceMethod string, args, reply any, done chan *client.Call) *client.Call {
+	if before {
+		ctx = r.beforeEncode(ctx, pc, servicePath, serviceMethod, args, false)
+	}
+	if !after {
+		return r.bc.Go(ctx, r.addr, servicePath, serviceMethod, args, reply, done)
+	}
+	if done == nil {
+		done = make(chan *client.Call, 10)
+	} else if cap(done) == 0 {
+		panic("rpcxbatch: Go: done channel is unbuffered")
+	}
+	outer := &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args, Reply: reply, Done: done}
+	if m, ok := ctx.Value(share.ReqMetaDataKey).(map[string]string); ok {
+		outer.Metadata = m
+	}
+	inner := r.bc.Go(ctx, r.addr, servicePath, serviceMethod, args, reply, make(chan *client.Call, 1))
+	go func() {
+		c := <-inner.Done
+		r.afterDecode(pc, servicePath, serviceMethod, reply, c.ResMetadata, c.Error)
+		outer.Error, outer.ResMetadata = c.Error, c.ResMetadata
+		lane.Deliver(outer)
+	}()
+	return outer
+}
+
+// copyResMetadataMap copies src into the caller's response metadata map
+// dst, under the share.Context's lock as copyResMetadata writes it.
+func copyResMetadataMap(ctx context.Context, dst, src map[string]string) {
+	if mu, ok := ctx.Value(tagsLockKey).(*sync.Mutex); ok {
+		mu.Lock()
+		defer mu.Unlock()
+	}
+	for k, v := range src {
+		dst[k] = v
+	}
+}
