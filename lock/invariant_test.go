@@ -172,72 +172,102 @@ func soakFor() time.Duration {
 }
 
 // The invariant under contention on two nodes over rpcxbatch, nothing
-// injected: holders of both nodes take a few keys Shared on both nodes,
-// upgrade one of them to Exclusive together with another key (and, when
-// that fails, retry at once, as an application does), and release; some
-// only read on their own node. Their requests end by deadline or by a
-// cancel that the other node hears of only by the Abort. Every grant is
-// checked by a grantBook at the moment its holder is told.
+// injected. Writers of both nodes each own a set of keys: they take them
+// Shared on both nodes, upgrade them to Exclusive on both (when that
+// fails, they retry at once, as an application does), and release.
+// Readers of both nodes read a few keys of any writer on their own node,
+// which makes upgrades fail there; other holders fight over a few hot
+// keys on both nodes (deadlocks). Requests end by deadline or by a cancel
+// that the other node hears of only by the Abort. Every grant is checked
+// by a grantBook at the moment its holder is told.
 func TestInvariantTwoNodesUnderContention(t *testing.T) {
 	a, _, _ := nodeWith(t, false, nil)
 	b, _, _ := nodeWith(t, false, nil)
 	g := newGrantBook(t, a, b)
 	both := []string{a.Addr(), b.Addr()}
-	keys := []string{"s0", "s1", "s2"}
-	const perNode = 6
+	hot := []string{"s0", "s1", "s2"}
+	const writers, ownKeys = 4, 100
+	own := make([][]string, writers)
+	for w := range own {
+		for k := range ownKeys {
+			own[w] = append(own[w], fmt.Sprintf("w%d-%d", w, k))
+		}
+	}
 	until := time.Now().Add(soakFor())
 	var wg sync.WaitGroup
-	var failures [8]atomic.Int64 // by code
-	for i := range 2 * perNode {
+	var failures [16]atomic.Int64 // by code
+	for i := range 2 * (writers/2 + 2 + 2) {
 		n := a
 		if i%2 == 1 {
 			n = b
 		}
 		h := testHolder(t, n)
 		rng := rand.New(rand.NewPCG(uint64(i), 32))
+		// lock asks and records; a request that ends by a cancel reaches
+		// the other node only by its Abort.
+		lock := func(nodes []string, mode Mode, ks ...string) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			if rng.IntN(4) == 0 {
+				stop := time.AfterFunc(time.Duration(rng.IntN(20))*time.Millisecond, cancel)
+				defer stop.Stop()
+			}
+			var err error
+			if len(nodes) == 1 && nodes[0] == "" {
+				err = h.Lock(ctx, mode, ks...)
+			} else {
+				err = h.LockOn(ctx, nodes, mode, ks...)
+			}
+			if err == nil {
+				g.granted(h, nodes, mode, ks...)
+				return nil
+			}
+			c := codeOf(err)
+			if c != codeDeadlock && c != codeUpgrade && c != codeTimeout && c != codeCanceled && c != codeProbeLimit {
+				t.Errorf("holder %v: %v", h.ID(), err)
+			}
+			failures[c%16].Add(1)
+			return err
+		}
+		var step func()
+		switch role := i / 2; {
+		case role < writers/2:
+			// A writer (two per node, each with keys of its own).
+			keys := own[i]
+			step = func() {
+				if lock(both, Shared, keys...) != nil {
+					return
+				}
+				for range 3 {
+					// Retried at once: the Abort of the failed one is on
+					// its way.
+					if lock(both, Exclusive, keys...) == nil {
+						return
+					}
+				}
+			}
+		case role < writers/2+2:
+			// A reader of its own node.
+			step = func() {
+				w := own[rng.IntN(writers)]
+				if lock([]string{""}, Shared, w[rng.IntN(ownKeys)], w[rng.IntN(ownKeys)]) == nil {
+					time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+				}
+			}
+		default:
+			// Hot keys on both nodes.
+			step = func() {
+				k1, k2 := hot[rng.IntN(len(hot))], hot[rng.IntN(len(hot))]
+				if lock(both, Shared, k1) == nil && lock(both, Exclusive, k1, k2) != nil {
+					_ = lock(both, Exclusive, k1, k2)
+				}
+			}
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// lock asks and records; a request that ends by a cancel
-			// reaches the other node only by its Abort.
-			lock := func(nodes []string, mode Mode, ks ...string) error {
-				ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-				defer cancel()
-				if rng.IntN(3) == 0 {
-					stop := time.AfterFunc(time.Duration(rng.IntN(20))*time.Millisecond, cancel)
-					defer stop.Stop()
-				}
-				var err error
-				if len(nodes) == 1 && nodes[0] == "" {
-					err = h.Lock(ctx, mode, ks...)
-				} else {
-					err = h.LockOn(ctx, nodes, mode, ks...)
-				}
-				if err == nil {
-					g.granted(h, nodes, mode, ks...)
-					return nil
-				}
-				c := codeOf(err)
-				if c != codeDeadlock && c != codeUpgrade && c != codeTimeout && c != codeCanceled && c != codeProbeLimit {
-					t.Errorf("holder %v: %v", h.ID(), err)
-				}
-				failures[c%8].Add(1)
-				return err
-			}
-			for j := 0; time.Now().Before(until) && j < 100000; j++ {
-				k1, k2 := keys[rng.IntN(len(keys))], keys[rng.IntN(len(keys))]
-				if i%3 == 2 {
-					// A reader of its own node.
-					if lock([]string{""}, Shared, k1) == nil {
-						time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
-					}
-				} else if lock(both, Shared, k1) == nil {
-					if lock(both, Exclusive, k1, k2) != nil {
-						// Retry at once: the Abort of the failed one is
-						// on its way.
-						_ = lock(both, Exclusive, k1, k2)
-					}
-				}
+			for j := 0; time.Now().Before(until) && j < 1000000; j++ {
+				step()
 				g.releasing(h)
 				h.ReleaseAll()
 			}
