@@ -200,15 +200,19 @@ func (o *owner) holdsAny() bool {
 }
 
 // release gives back key if o holds it and no request after seq asked for
-// it again (seq 0: unconditionally). It reports whether it gave it back
-// with nobody waiting for it (quiet). Books and table change in one
-// critical section: a request of o's that comes in meanwhile finds the
-// key in both or in neither, never queued behind o's own hold.
+// it again (seq 0: unconditionally). It reports whether nobody waited
+// for key here (quiet): also when o did not hold it here (a key held on
+// other nodes only). Books and table change in one critical section: a
+// request of o's that comes in meanwhile finds the key in both or in
+// neither, never queued behind o's own hold.
 func (o *owner) release(t *table, key string, seq uint64) (quiet bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	hk, ok := o.held.get(key)
-	if !ok || (seq != 0 && hk.last > seq) {
+	if !ok {
+		return true
+	}
+	if seq != 0 && hk.last > seq {
 		return false
 	}
 	o.held.del(key)
