@@ -19,12 +19,16 @@ import (
 // goes on through that holder's node, which ends the branch when the
 // holder has released the key already (its release lingers, or is on its
 // way) or the request that took or waits for it has failed (its Abort is
-// on its way): that wait ends by itself (stalehold.go). A walk that
-// comes back to
-// the request it started from has found a cycle, and the youngest holder
-// on the cycle loses: its queued request fails with ErrDeadlock; it keeps
-// what it held before. A branch of a walk that visits more than ProbeLimit
-// locks fails the starting request with ErrProbeLimit. A request that
+// on its way): that wait ends by itself (stalehold.go). The queued
+// requests of another node's holder are expanded only when that node
+// sends the walk on (ProbeArgs.Since), never by the node they wait on
+// alone: a request its holder gave up on still waits there until its
+// Abort arrives. A walk that comes back to the request it started from
+// has found a cycle once that request is confirmed to still wait (cycle),
+// and the youngest holder on the cycle loses: its queued request fails
+// with ErrDeadlock; it keeps what it held before. A branch of a walk with
+// more than ProbeLimit locks on it fails the starting request with
+// ErrProbeLimit. A request that
 // keeps waiting while its holder holds something walks again after
 // ProbeInterval, doubling up to 16 times it, which finds cycles that
 // formed after its first walk.
