@@ -37,6 +37,14 @@ func (n *Node) proxyFor(id OwnerID, age int64, origin string, inc uint64, seq ui
 		o.originInc = inc
 		o.aborted = aborted
 		n.addProxyLocked(o)
+		if origin != "" {
+			// A request can arrive after its holder's tombstone expired
+			// (2 × NodeTimeout in flight): the next Ping asks.
+			if n.unchecked == nil {
+				n.unchecked = make(map[string][]OwnerID)
+			}
+			n.unchecked[origin] = append(n.unchecked[origin], id)
+		}
 	}
 	return o, nil
 }
