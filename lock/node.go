@@ -43,8 +43,8 @@ type Node struct {
 	// holder's node, by its address: the Ping asks whether their holders
 	// are still open (liveness.go).
 	unchecked map[string][]OwnerID
-	byOrigin  originIndex        // the same by node and incarnation (origins.go)
-	peers     map[string]*peer   // other nodes this node has talked to
+	byOrigin  originIndex      // the same by node and incarnation (origins.go)
+	peers     map[string]*peer // other nodes this node has talked to
 
 	memo walkMemo
 
