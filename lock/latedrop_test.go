@@ -9,12 +9,14 @@ import (
 )
 
 // lateAcquire is a Transport whose Acquire calls fail at once for the
-// caller but reach the other node d later: a lane that broke with the
-// request already out, delivered after the holder gave up.
+// caller but reach the other node later, when the test says (deliver is
+// closed): a lane that broke with the request already out, delivered
+// after the holder gave up.
 type lateAcquire struct {
 	Transport
-	d  time.Duration
-	wg *sync.WaitGroup
+	deliver chan struct{}
+	replies chan AcquireReply // the late calls' replies (buffered)
+	wg      *sync.WaitGroup
 }
 
 var errLaneBroke = errors.New("test: the lane broke with the request on its way")
@@ -25,12 +27,16 @@ func (t lateAcquire) Call(ctx context.Context, addr, sp, sm string, args, reply 
 	}
 	a := *args.(*AcquireArgs)
 	t.wg.Add(1)
-	time.AfterFunc(t.d, func() {
+	go func() {
 		defer t.wg.Done()
+		<-t.deliver
 		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_ = t.Transport.Call(cctx, addr, sp, sm, &a, &AcquireReply{})
-	})
+		var rep AcquireReply
+		if t.Transport.Call(cctx, addr, sp, sm, &a, &rep) == nil {
+			t.replies <- rep
+		}
+	}()
 	return errLaneBroke
 }
 
@@ -42,10 +48,15 @@ func (t lateAcquire) Call(ctx context.Context, addr, sp, sm string, args, reply 
 func TestAcquireDeliveredAfterItsHoldersTombstoneIsReleased(t *testing.T) {
 	const nodeTimeout = 300 * time.Millisecond
 	var late sync.WaitGroup
+	deliver := make(chan struct{})
+	replies := make(chan AcquireReply, 1)
 	t.Cleanup(late.Wait)
+	var once sync.Once
+	deliverNow := func() { once.Do(func() { close(deliver) }) }
+	t.Cleanup(deliverNow)
 	a, _, _ := nodeWith(t, false, func(c *Config) {
 		c.NodeTimeout = nodeTimeout
-		c.Transport = lateAcquire{c.Transport, 4 * nodeTimeout, &late}
+		c.Transport = lateAcquire{c.Transport, deliver, replies, &late}
 	})
 	b, _, _ := nodeWith(t, false, func(c *Config) { c.NodeTimeout = nodeTimeout })
 	h := testHolder(t, a)
@@ -53,10 +64,25 @@ func TestAcquireDeliveredAfterItsHoldersTombstoneIsReleased(t *testing.T) {
 		t.Fatalf("the request whose lane broke: %v, want ErrNodeLost", err)
 	}
 	h.Close()
-	// The Acquire lands 4 × NodeTimeout after it was sent, past the
-	// holder's tombstone (its Abort's and Drop's) on b.
-	if !waitFor(func() bool { return !freeOn(b, "k") }) {
-		t.Fatal("the late Acquire never landed on b")
+	tombed := func() bool {
+		b.mu.RLock()
+		defer b.mu.RUnlock()
+		tb, ok := b.tombs[h.ID()]
+		return ok && tb.closed
+	}
+	if !waitFor(tombed) {
+		t.Fatal("b did not hear of the holder's Drop")
+	}
+	// The Acquire lands past the holder's tombstone on b.
+	time.Sleep(2*nodeTimeout + 200*time.Millisecond)
+	deliverNow()
+	select {
+	case rep := <-replies:
+		if rep.Code != codeOK {
+			t.Fatalf("the late Acquire landed on b and was refused (%d %s): the tombstone is still there, the test did not wait long enough", rep.Code, rep.Msg)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the late Acquire did not land on b")
 	}
 	start := time.Now()
 	if !waitFor(func() bool { return freeOn(b, "k") }) {
