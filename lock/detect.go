@@ -270,7 +270,8 @@ const (
 	cycleAtHome  = 2 // on its holder's node: is its request in progress?
 )
 
-// confirmCycle is step of the confirmation of cycle path (see cycle).
+// confirmCycle runs one step of the confirmation of cycle path (see
+// cycle): on the start's node, or on its holder's node.
 func (n *Node) confirmCycle(walk WalkID, path []Hop, step uint8) {
 	start := path[0]
 	switch step {
