@@ -95,15 +95,8 @@ func (s *Service) Status(ctx context.Context, a *StatusArgs, r *AcquireReply) er
 	o := n.proxies[a.Owner]
 	n.mu.RUnlock()
 	r.Code = codeUnknown
-	if o == nil {
-		return nil
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if _, ok := o.pending[a.Seq]; ok {
-		r.Code = codeQueued
-	} else if c, ok := o.answers[a.Seq]; ok {
-		r.Code = c
+	if o != nil {
+		r.Code = o.status(a.Seq)
 	}
 	return nil
 }

@@ -11,20 +11,15 @@ import (
 )
 
 // Chaos on two nodes: random node sets, keys, modes, short deadlines,
-// upgrades, Release / ReleaseAll / Close. A guard per (node, key) checks
-// that what the holders believe they hold is never two writers or a
-// writer beside readers; at the end nothing is left behind.
+// upgrades, Release / ReleaseAll / Close. A grantBook checks that what
+// the holders are told they hold is never two writers or a writer beside
+// readers, on any node; at the end nothing is left behind.
 func TestChaosInvariant(t *testing.T) {
 	a, b := serveNode(t), serveNode(t)
 	nodes := []*Node{a, b}
 	addrs := []string{a.Addr(), b.Addr()}
 	const keys, workers = 3, 16
-	guards := make(map[string]*guard)
-	for ni := range nodes {
-		for k := 0; k < keys; k++ {
-			guards[fmt.Sprint(ni, "/k", k)] = &guard{}
-		}
-	}
+	g := newGrantBook(t, a, b)
 	var rounds, fails atomic.Int64
 	stop := time.Now().Add(15 * time.Second)
 	var wg sync.WaitGroup
@@ -72,41 +67,27 @@ func TestChaosInvariant(t *testing.T) {
 					fails.Add(1)
 					continue
 				}
-				held := m
-				for _, ni := range nis {
-					for _, k := range ks {
-						guards[fmt.Sprint(ni, "/", k)].enter(held)
-					}
-				}
-				if held == Shared && r.IntN(3) == 0 {
+				g.granted(h, ns, m, ks...)
+				if m == Shared && r.IntN(3) == 0 {
 					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+r.IntN(50))*time.Millisecond)
 					// Leave first: after the upgrade we are a writer; a
 					// failed upgrade leaves us a reader again.
 					err := h.LockOn(ctx, ns, Exclusive, ks...)
 					cancel()
 					if err == nil {
-						for _, ni := range nis {
-							for _, k := range ks {
-								g := guards[fmt.Sprint(ni, "/", k)]
-								g.leave(Shared)
-								g.enter(Exclusive)
-							}
-						}
-						held = Exclusive
+						g.granted(h, ns, Exclusive, ks...)
 					}
 				}
 				time.Sleep(time.Duration(r.IntN(200)) * time.Microsecond)
-				for _, ni := range nis {
-					for _, k := range ks {
-						guards[fmt.Sprint(ni, "/", k)].leave(held)
-					}
-				}
 				switch r.IntN(3) {
 				case 0:
+					g.releasing(h, ks...)
 					h.Release(ks...)
 				case 1:
+					g.releasing(h)
 					h.ReleaseAll()
 				default:
+					g.releasing(h)
 					h.Close()
 					h, _ = home.NewHolder(context.Background())
 				}
@@ -116,11 +97,7 @@ func TestChaosInvariant(t *testing.T) {
 		}(w)
 	}
 	wg.Wait()
-	for name, g := range guards {
-		if bad := g.bad.Load(); bad != 0 {
-			t.Errorf("%s: invariant broken %d times", name, bad)
-		}
-	}
+	g.check()
 	for _, n := range nodes {
 		for k := 0; k < keys; k++ {
 			key := fmt.Sprint("k", k)

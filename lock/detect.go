@@ -19,12 +19,16 @@ import (
 // goes on through that holder's node, which ends the branch when the
 // holder has released the key already (its release lingers, or is on its
 // way) or the request that took or waits for it has failed (its Abort is
-// on its way): that wait ends by itself (stalehold.go). A walk that
-// comes back to
-// the request it started from has found a cycle, and the youngest holder
-// on the cycle loses: its queued request fails with ErrDeadlock; it keeps
-// what it held before. A branch of a walk that visits more than ProbeLimit
-// locks fails the starting request with ErrProbeLimit. A request that
+// on its way): that wait ends by itself (stalehold.go). The queued
+// requests of another node's holder are expanded only when that node
+// sends the walk on (ProbeArgs.Since), never by the node they wait on
+// alone: a request its holder gave up on still waits there until its
+// Abort arrives. A walk that comes back to the request it started from
+// has found a cycle once that request is confirmed to still wait (cycle),
+// and the youngest holder on the cycle loses: its queued request fails
+// with ErrDeadlock; it keeps what it held before. A branch of a walk with
+// more than ProbeLimit locks on it fails the starting request with
+// ErrProbeLimit. A request that
 // keeps waiting while its holder holds something walks again after
 // ProbeInterval, doubling up to 16 times it, which finds cycles that
 // formed after its first walk.
@@ -40,6 +44,9 @@ type Hop struct {
 	// does not number them): Owner, Key and Ticket may name a later
 	// request there by the time a verdict arrives.
 	Wait uint64
+	// Seq is the holder's request the queued one belongs to (0 from a
+	// node that does not say): the holder's node knows whether it ended.
+	Seq uint64
 }
 
 // WalkID names one walk, so each node expands each holder once per walk.
@@ -54,6 +61,8 @@ type ProbeArgs struct {
 	Walk   WalkID
 	Path   []Hop
 	Expand OwnerID
+	// Visits is the number of locks on the walk's branch so far (Path's
+	// length): ProbeLimit bounds a branch, not the whole walk.
 	Visits int
 	// Held, when not 0, says that the walk reached Expand from the last
 	// request on Path, which waits on its node for its key behind Expand:
@@ -62,6 +71,14 @@ type ProbeArgs struct {
 	// that knows whether Expand let that key go there since, or saw those
 	// requests fail (blockSeq, goneEdge).
 	Held uint64
+	// Since, when not 0, comes from Expand's own node: Expand's request
+	// in progress is Since, so only its queued requests from Since on are
+	// expanded here. An earlier one failed on Expand's node, and its
+	// Abort is on its way: its wait ends by itself, it is no edge.
+	Since uint64
+	// Cycle, when not 0, says that Path is a cycle the walk found, to be
+	// confirmed here (cycleAtStart, cycleAtHome): nothing is expanded.
+	Cycle uint8
 }
 
 // VerdictArgs fails one queued request (a deadlock's loser, or a walk
@@ -153,7 +170,9 @@ func (n *Node) walk(w *waiter) {
 
 // expandOwner expands every request holder x has queued on this node and,
 // when x is a holder of this node, sends the walk on to the other nodes
-// its request in progress waits on.
+// its request in progress waits on. The queued requests of another
+// node's holder are expanded here only when that holder's node sent the
+// walk (p.Since): it alone knows which of them still wait.
 func (n *Node) expandOwner(p *ProbeArgs, x OwnerID) {
 	if n.goneEdge(p, x) {
 		// The edge the walk came by ends by itself.
@@ -162,13 +181,17 @@ func (n *Node) expandOwner(p *ProbeArgs, x OwnerID) {
 	if len(p.Path) > 0 && x == p.Path[0].Owner {
 		// Back at the start, by an edge that x's account keeps (the walk
 		// came here to ask, see expandWaiter).
-		n.cycle(p.Path)
+		n.cycle(p.Walk, p.Path)
 		return
 	}
 	if !n.memo.first(walkKey{p.Walk, x}) {
 		return
 	}
 	for _, w := range n.table.waitsOf(x) {
+		if p.Since != 0 && w.seq < p.Since {
+			// A request its node saw end: its Abort is on its way.
+			continue
+		}
 		n.expandWaiter(p, w)
 	}
 	if x.Node != n.inc {
@@ -178,7 +201,8 @@ func (n *Node) expandOwner(p *ProbeArgs, x OwnerID) {
 	h := n.holders[x]
 	n.mu.Unlock()
 	if h != nil {
-		n.forwardProbe(p, x, 0, h.o.whereWaits())
+		nodes, seq := h.o.whereWaits()
+		n.forwardProbe(&ProbeArgs{Walk: p.Walk, Path: p.Path, Visits: p.Visits, Since: seq}, x, 0, nodes)
 	}
 }
 
@@ -187,59 +211,103 @@ func (n *Node) expandOwner(p *ProbeArgs, x OwnerID) {
 func (n *Node) forwardProbe(p *ProbeArgs, x OwnerID, held uint64, nodes []string) {
 	for _, addr := range nodes {
 		if addr != n.cfg.Addr {
-			n.castTo(addr, "Probe", &ProbeArgs{Walk: p.Walk, Path: p.Path, Expand: x, Visits: p.Visits, Held: held})
+			n.castTo(addr, "Probe", &ProbeArgs{Walk: p.Walk, Path: p.Path, Expand: x, Visits: p.Visits, Held: held, Since: p.Since})
 		}
 	}
 }
 
+// expandWaiter follows the edges from queued request w, the last lock of
+// p's branch.
 func (n *Node) expandWaiter(p *ProbeArgs, w *waiter) {
 	path := make([]Hop, len(p.Path), len(p.Path)+1)
 	copy(path, p.Path)
-	path = append(path, Hop{Owner: w.o.id, Age: w.o.age, Node: n.cfg.Addr, Key: w.key, Ticket: w.ticket, Wait: w.id})
+	path = append(path, Hop{Owner: w.o.id, Age: w.o.age, Node: n.cfg.Addr, Key: w.key, Ticket: w.ticket, Wait: w.id, Seq: w.seq})
 	origin := path[0]
+	if len(path) > n.cfg.ProbeLimit {
+		// The branch, not the walk: a lock with many holders costs a
+		// walk many branches of one step each.
+		n.verdict(origin, codeProbeLimit)
+		return
+	}
 	for _, b := range n.table.blockersOf(w) {
-		p.Visits++
-		if p.Visits > n.cfg.ProbeLimit {
-			n.verdict(origin, codeProbeLimit)
-			return
-		}
-		// A holder of another node may have let go of what blocks here
-		// (a release or an Abort on its way): only its node knows.
-		var held uint64
-		if b.id.Node != n.inc {
-			held = blockSeq(b, w.key)
-		}
-		if b.id == origin.Owner {
-			if held != 0 {
-				// The cycle's last edge is owed to another node's
-				// holder: its node declares the cycle unless the edge
-				// is gone by its account (expandOwner).
-				n.forwardProbe(&ProbeArgs{Walk: p.Walk, Path: path, Visits: p.Visits}, b.id, held, []string{b.originAddr()})
-				return
-			}
-			n.cycle(path)
-			return
-		}
-		if onPath(path, b.id) {
+		if b.id != origin.Owner && onPath(path, b.id) {
 			continue
 		}
-		next := &ProbeArgs{Walk: p.Walk, Path: path, Visits: p.Visits}
-		// b's requests queued here are expanded without asking b's
-		// node: while b has one here, what it let go of here before it
-		// is given back here (the request carried it).
-		n.expandOwner(next, b.id)
-		p.Visits = next.Visits
-		// A holder of another node: its node knows where its request in
-		// progress waits, and sends the walk on there.
+		next := &ProbeArgs{Walk: p.Walk, Path: path, Visits: len(path)}
 		if b.id.Node != n.inc {
-			n.forwardProbe(next, b.id, held, []string{b.originAddr()})
+			// A holder of another node: only its node knows whether what
+			// blocks here still stands (a release or an Abort may be on
+			// its way), and which of its requests queued here still
+			// wait. Its node goes on from there: to where its request in
+			// progress waits, here included, or declares the cycle when
+			// b is where the walk started.
+			n.forwardProbe(next, b.id, blockSeq(b, w.key), []string{b.originAddr()})
+			continue
 		}
+		if b.id == origin.Owner {
+			n.cycle(p.Walk, path)
+			return
+		}
+		n.expandOwner(next, b.id)
 	}
 }
 
-// cycle fails the request of the youngest holder on path, a cycle.
-func (n *Node) cycle(path []Hop) {
-	victim := path[0]
+// cycle fails the request of the youngest holder on path, a cycle, once
+// it is confirmed that the request the walk started from still waits: a
+// walk that took long may come back after that request ended, by edges
+// that came after it (its start is then no wait, and nothing is a
+// cycle). Two nodes know: the start's node (is it still queued there?)
+// and, for a holder of another node, the holder's own node (did it see
+// the request end? Its Abort may be on its way). The walk goes to each
+// in turn (ProbeArgs.Cycle), and the last one fails the loser.
+func (n *Node) cycle(walk WalkID, path []Hop) {
+	n.confirmCycle(walk, path, cycleAtStart)
+}
+
+// The steps of a cycle's confirmation (ProbeArgs.Cycle).
+const (
+	cycleAtStart = 1 // on the start's node: is it still queued?
+	cycleAtHome  = 2 // on its holder's node: is its request in progress?
+)
+
+// confirmCycle runs one step of the confirmation of cycle path (see
+// cycle): on the start's node, or on its holder's node.
+func (n *Node) confirmCycle(walk WalkID, path []Hop, step uint8) {
+	start := path[0]
+	switch step {
+	case cycleAtStart:
+		if start.Node != n.cfg.Addr {
+			n.castTo(start.Node, "Probe", &ProbeArgs{Walk: walk, Path: path, Expand: start.Owner, Visits: len(path), Cycle: cycleAtStart})
+			return
+		}
+		if start.Wait != 0 && !n.table.waiting(start.Owner, start.Wait) {
+			return
+		}
+		if start.Owner.Node != n.inc {
+			// A holder of another node: its node says whether the
+			// request is still on.
+			home := ""
+			for _, w := range n.table.waitsOf(start.Owner) {
+				if w.id == start.Wait {
+					home = w.o.originAddr()
+				}
+			}
+			if home != "" {
+				n.castTo(home, "Probe", &ProbeArgs{Walk: walk, Path: path, Expand: start.Owner, Visits: len(path), Cycle: cycleAtHome})
+			}
+			return
+		}
+	case cycleAtHome:
+		n.mu.RLock()
+		h := n.holders[start.Owner]
+		n.mu.RUnlock()
+		if h == nil || (start.Seq != 0 && !h.requestOn(start.Seq)) {
+			return
+		}
+	default:
+		return
+	}
+	victim := start
 	for _, h := range path[1:] {
 		if younger(h.Age, h.Owner, victim.Age, victim.Owner) {
 			victim = h
@@ -287,6 +355,10 @@ func (n *Node) failWaiter(v *VerdictArgs) {
 // Probe continues a deadlock walk on this node.
 func (s *Service) Probe(ctx context.Context, a *ProbeArgs, _ *Ack) error {
 	if len(a.Path) == 0 {
+		return nil
+	}
+	if a.Cycle != 0 {
+		s.n.confirmCycle(a.Walk, a.Path, a.Cycle)
 		return nil
 	}
 	s.n.expandOwner(a, a.Expand)

@@ -14,10 +14,10 @@ func TestGrantedWaiterBlocksNobody(t *testing.T) {
 	tb := newTable()
 	x := newOwner(OwnerID{Node: 1, Seq: 1}, 1, "")
 	h := newOwner(OwnerID{Node: 1, Seq: 2}, 2, "")
-	if w := tb.tryTake(x, "k", Exclusive); w != nil {
+	if w := tb.tryTake(x, "k", Exclusive, 1); w != nil {
 		t.Fatal("X waits for a free key")
 	}
-	w := tb.tryTake(h, "k", Exclusive)
+	w := tb.tryTake(h, "k", Exclusive, 1)
 	if w == nil {
 		t.Fatal("H took k that X holds")
 	}

@@ -35,7 +35,7 @@ func TestHotKeyTwoNodesFewDeadlocks(t *testing.T) {
 	a, b := servePairTimeout(t, false, 15*time.Second)
 	nodes := []string{a.Addr(), b.Addr()}
 	const holders, rounds = 200, 2
-	var g guard
+	g := newGrantBook(t, a, b)
 	var done, retries, failures atomic.Int64
 	var firstErr atomic.Value
 	stop := time.Now().Add(90 * time.Second)
@@ -65,17 +65,15 @@ func TestHotKeyTwoNodesFewDeadlocks(t *testing.T) {
 					firstErr.CompareAndSwap(nil, err)
 					return
 				}
-				g.enter(Exclusive)
-				g.leave(Exclusive)
+				g.granted(h, mine, Exclusive, "hot")
+				g.releasing(h)
 				h.Release("hot")
 				done.Add(1)
 			}
 		}(w)
 	}
 	wg.Wait()
-	if g.bad.Load() != 0 {
-		t.Fatalf("invariant broken %d times", g.bad.Load())
-	}
+	g.check()
 	t.Logf("%d rounds done, %d deadlock retries, %d failures, lost holders %d/%d", done.Load(), retries.Load(), failures.Load(), a.Stats().LostHolders, b.Stats().LostHolders)
 	if failures.Load() != 0 {
 		t.Fatalf("%d requests failed; first: %v", failures.Load(), firstErr.Load())

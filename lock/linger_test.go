@@ -217,3 +217,40 @@ func TestReleasedAllGivesBackTheOldHoldsOnly(t *testing.T) {
 		eventually(t, k+" free on b", func() bool { return freeOn(b, k) })
 	}
 }
+
+// Issue 32 (read, then proven): a holder's release of keys it holds only
+// on another node lingers too: nobody waited for them here. A holder
+// that comes back to that node within the linger sends its release
+// inside its next request there, not as a message of its own.
+func TestReleaseOfAKeyHeldOnlyElsewhereLingers(t *testing.T) {
+	var ct *countTransport
+	a, _, _ := nodeWith(t, false, func(c *Config) {
+		ct = &countTransport{Transport: c.Transport}
+		c.Transport = ct
+		c.ReleaseLinger = time.Second
+	})
+	b, _, _ := nodeWith(t, false, nil)
+	h := testHolder(t, a)
+	ctx := context.Background()
+	const rounds = 10
+	for i := range rounds {
+		if err := h.LockOn(ctx, []string{b.Addr()}, Exclusive, fmt.Sprint("k", i)); err != nil {
+			t.Fatal(err)
+		}
+		h.Release(fmt.Sprint("k", i))
+		// Back within the linger, but not at once: a release sent at
+		// once would be gone by then.
+		time.Sleep(20 * time.Millisecond)
+	}
+	eventually(t, "every key free on b", func() bool {
+		for i := range rounds {
+			if !freeOn(b, fmt.Sprint("k", i)) {
+				return false
+			}
+		}
+		return true
+	})
+	if got := ct.releases.Load(); got > 1 {
+		t.Fatalf("%d Release messages for %d locks of keys held on b alone, each followed by the next request within ReleaseLinger; want 1 (the last release; the others ride the next request)", got, rounds)
+	}
+}

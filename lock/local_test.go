@@ -42,7 +42,7 @@ func (g *guard) leave(m Mode) {
 func TestLocalInvariantUnderContention(t *testing.T) {
 	n := localNode(t)
 	const keys, workers, iters = 4, 64, 400
-	guards := make([]guard, keys)
+	g := newGrantBook(t, n)
 	var wg sync.WaitGroup
 	var done atomic.Int64
 	stop := time.Now().Add(20 * time.Second)
@@ -62,21 +62,19 @@ func TestLocalInvariantUnderContention(t *testing.T) {
 					t.Errorf("lock: %v", err)
 					return
 				}
-				guards[k].enter(m)
+				g.granted(h, []string{""}, m, fmt.Sprint("k", k))
 				if r.IntN(4) == 0 {
 					time.Sleep(time.Duration(r.IntN(50)) * time.Microsecond)
 				}
-				guards[k].leave(m)
+				g.releasing(h)
 				h.Release(fmt.Sprint("k", k))
 				done.Add(1)
 			}
 		}(w)
 	}
 	wg.Wait()
-	for k := range guards {
-		if b := guards[k].bad.Load(); b != 0 {
-			t.Errorf("key k%d: invariant broken %d times", k, b)
-		}
+	g.check()
+	for k := range keys {
 		if m, h, q := n.table.snapshot(fmt.Sprint("k", k)); h != 0 || q != 0 {
 			t.Errorf("key k%d left behind: mode %v, %d holders, %d queued", k, m, h, q)
 		}
@@ -91,7 +89,7 @@ func TestLocalInvariantUnderContention(t *testing.T) {
 func TestLocalMultiKeyRandomOrder(t *testing.T) {
 	n := localNode(t)
 	const keys, workers, iters = 6, 16, 100
-	guards := make([]guard, keys)
+	g := newGrantBook(t, n)
 	var wg sync.WaitGroup
 	var deadlocks atomic.Int64
 	stop := time.Now().Add(30 * time.Second)
@@ -119,23 +117,15 @@ func TestLocalMultiKeyRandomOrder(t *testing.T) {
 					t.Errorf("lock %v: %v", ks, err)
 					return
 				}
-				for _, k := range perm {
-					guards[k].enter(Exclusive)
-				}
-				for _, k := range perm {
-					guards[k].leave(Exclusive)
-				}
+				g.granted(h, []string{""}, Exclusive, ks...)
+				g.releasing(h)
 				h.ReleaseAll()
 				i++
 			}
 		}(w)
 	}
 	wg.Wait()
-	for k := range guards {
-		if b := guards[k].bad.Load(); b != 0 {
-			t.Errorf("key k%d: invariant broken %d times", k, b)
-		}
-	}
+	g.check()
 	t.Logf("deadlocks detected and retried: %d", deadlocks.Load())
 }
 

@@ -39,8 +39,12 @@ type Node struct {
 	tombs     map[OwnerID]tomb
 	nextSweep time.Time
 	proxies   map[OwnerID]*owner // other nodes' holders' proxies on this node
-	byOrigin  originIndex        // the same by node and incarnation (origins.go)
-	peers     map[string]*peer   // other nodes this node has talked to
+	// unchecked are the proxies made since the last Ping to their
+	// holder's node, by its address: the Ping asks whether their holders
+	// are still open (liveness.go).
+	unchecked map[string][]OwnerID
+	byOrigin  originIndex      // the same by node and incarnation (origins.go)
+	peers     map[string]*peer // other nodes this node has talked to
 
 	memo walkMemo
 

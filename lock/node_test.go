@@ -17,7 +17,7 @@ func TestTwoNodeInvariantUnderContention(t *testing.T) {
 	a, b := serveNode(t), serveNode(t)
 	nodes := []string{a.Addr(), b.Addr()}
 	const keys, workers, iters = 3, 16, 40
-	guards := make([]guard, keys)
+	g := newGrantBook(t, a, b)
 	var wg sync.WaitGroup
 	var rounds, deadlocks atomic.Int64
 	stop := time.Now().Add(30 * time.Second)
@@ -51,18 +51,16 @@ func TestTwoNodeInvariantUnderContention(t *testing.T) {
 					t.Errorf("lock on both nodes: %v", err)
 					return
 				}
-				guards[k].enter(m)
-				guards[k].leave(m)
+				g.granted(h, nodes, m, fmt.Sprint("k", k))
+				g.releasing(h)
 				h.Release(fmt.Sprint("k", k))
 				rounds.Add(1)
 			}
 		}(w)
 	}
 	wg.Wait()
-	for k := range guards {
-		if bad := guards[k].bad.Load(); bad != 0 {
-			t.Errorf("key k%d: invariant broken %d times", k, bad)
-		}
+	g.check()
+	for k := range keys {
 		key := fmt.Sprint("k", k)
 		if !waitFor(func() bool { return freeOn(a, key) && freeOn(b, key) }) {
 			t.Fatalf("%s left behind: on a: %s; on b: %s", key, dump(a, key), dump(b, key))

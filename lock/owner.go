@@ -33,14 +33,11 @@ type owner struct {
 	// progress was sent to: where a deadlock walk finds it waiting.
 	waitingOn []string
 	waitBuf   [2]string
+	// waitSeq is that request's seq.
+	waitSeq uint64
 
-	// Remote proxies only: withdrawn requests and tombstones (see remote.go).
-	aborted uint64                // requests with seq <= aborted are refused
-	maxSeq  uint64                // the highest request seq that arrived
-	pending map[uint64]pendingReq // requests in progress by seq (nil: none so far)
-	// answers keeps the verdicts of requests answered late (queued), by
-	// seq, until the holder's next request arrives: Status reads them.
-	answers map[uint64]int
+	// Remote proxies only: the state of their requests (remotereq.go).
+	remoteReqs
 }
 
 // heldKey is one key an owner holds: its mode, the request that took it,
@@ -75,6 +72,11 @@ func younger(aAge int64, a OwnerID, bAge int64, b OwnerID) bool {
 // n's deadlock detector first; holdsElsewhere tells it that the holder
 // holds something on another node. onWait, when not nil, is called once,
 // before the first wait.
+//
+// Every change to o's books (o.held) is made under o.mu together with the
+// table change it stands for (owner before shard is the lock order), so
+// that no Abort, Release or later request of a remote holder finds the
+// two apart. Only the wait itself is outside o.mu.
 func (o *owner) take(ctx context.Context, n *Node, keys []string, mode Mode, seq uint64, holdsElsewhere bool, onWait func()) error {
 	t := n.table
 	var took, upgraded []string
@@ -82,20 +84,16 @@ func (o *owner) take(ctx context.Context, n *Node, keys []string, mode Mode, seq
 		o.mu.Lock()
 		for _, k := range took {
 			o.held.del(k)
+			t.release(o, k)
 		}
 		for _, k := range upgraded {
 			if hk, ok := o.held.get(k); ok {
 				hk.mode, hk.up = Shared, 0
 				o.held.set(k, hk)
+				t.downgrade(o, k)
 			}
 		}
 		o.mu.Unlock()
-		for _, k := range took {
-			t.release(o, k)
-		}
-		for _, k := range upgraded {
-			t.downgrade(o, k)
-		}
 	}
 	for _, k := range keys {
 		o.mu.Lock()
@@ -105,54 +103,55 @@ func (o *owner) take(ctx context.Context, n *Node, keys []string, mode Mode, seq
 			return ErrClosed
 		}
 		hk, ok := o.held.get(k)
-		if !ok {
-			// The owner's mutex is held across the table (owner before
-			// shard): the uncontended take records the key in one go.
-			w := t.tryTake(o, k, mode)
-			if w == nil {
-				o.held.set(k, heldKey{mode: mode, grant: seq, last: seq})
-				o.mu.Unlock()
-				took = append(took, k)
-				continue
+		if ok {
+			// Re-entry: read and written in one critical section, with
+			// the upgrade between, so nothing can change the books
+			// under it.
+			if hk.mode == Shared && mode == Exclusive {
+				if err := t.upgrade(o, k); err != nil {
+					o.mu.Unlock()
+					rollback()
+					return err
+				}
+				hk.mode = Exclusive
+				hk.up = seq
+				upgraded = append(upgraded, k)
 			}
+			hk.last = seq
+			o.held.set(k, hk)
 			o.mu.Unlock()
-			if onWait != nil {
-				onWait()
-				onWait = nil
-			}
-			stop := n.watchWait(w, holdsElsewhere || len(took) > 0 || len(upgraded) > 0)
-			err := t.wait(ctx, w)
-			stop()
-			if err != nil {
-				rollback()
-				return err
-			}
-			o.mu.Lock()
-			if o.closed.Load() {
-				o.mu.Unlock()
-				t.release(o, k)
-				rollback()
-				return ErrClosed
-			}
+			continue
+		}
+		// The uncontended take records the key in one go.
+		w := t.tryTake(o, k, mode, seq)
+		if w == nil {
 			o.held.set(k, heldKey{mode: mode, grant: seq, last: seq})
 			o.mu.Unlock()
 			took = append(took, k)
 			continue
 		}
 		o.mu.Unlock()
-		if hk.mode == Shared && mode == Exclusive {
-			if err := t.upgrade(o, k); err != nil {
-				rollback()
-				return err
-			}
-			hk.mode = Exclusive
-			hk.up = seq
-			upgraded = append(upgraded, k)
+		if onWait != nil {
+			onWait()
+			onWait = nil
 		}
-		hk.last = seq
+		stop := n.watchWait(w, holdsElsewhere || len(took) > 0 || len(upgraded) > 0)
+		err := t.wait(ctx, w)
+		stop()
+		if err != nil {
+			rollback()
+			return err
+		}
 		o.mu.Lock()
-		o.held.set(k, hk)
+		if o.closed.Load() {
+			t.release(o, k)
+			o.mu.Unlock()
+			rollback()
+			return ErrClosed
+		}
+		o.held.set(k, heldKey{mode: mode, grant: seq, last: seq})
 		o.mu.Unlock()
+		took = append(took, k)
 	}
 	return nil
 }
@@ -201,17 +200,22 @@ func (o *owner) holdsAny() bool {
 }
 
 // release gives back key if o holds it and no request after seq asked for
-// it again (seq 0: unconditionally). It reports whether it gave it back
-// with nobody waiting for it (quiet).
+// it again (seq 0: unconditionally). It reports whether nobody waited
+// for key here (quiet): also when o did not hold it here (a key held on
+// other nodes only). Books and table change in one critical section: a
+// request of o's that comes in meanwhile finds the key in both or in
+// neither, never queued behind o's own hold.
 func (o *owner) release(t *table, key string, seq uint64) (quiet bool) {
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	hk, ok := o.held.get(key)
-	if !ok || (seq != 0 && hk.last > seq) {
-		o.mu.Unlock()
+	if !ok {
+		return true
+	}
+	if seq != 0 && hk.last > seq {
 		return false
 	}
 	o.held.del(key)
-	o.mu.Unlock()
 	return !t.release(o, key)
 }
 
@@ -247,38 +251,6 @@ func (o *owner) releaseCarried(t *table, a *AcquireArgs) {
 	}
 }
 
-// pendingReq is a request of a remote holder in progress on this node.
-type pendingReq struct {
-	cancel context.CancelFunc
-	// done is closed when the request ends. It is made by the first
-	// request of the same holder that must wait for this one (rare), and
-	// closed by the request as it leaves pending.
-	done chan struct{}
-}
-
-// doneOf returns the channel closed when request seq, in pending, ends.
-// o.mu is held.
-func (o *owner) doneOf(seq uint64) chan struct{} {
-	p := o.pending[seq]
-	if p.done == nil {
-		p.done = make(chan struct{})
-		o.pending[seq] = p
-	}
-	return p.done
-}
-
-// releaseFailed undoes what the requests after lastOK and before seq did
-// here: the holder saw them fail. lastOK is the holder's last request to
-// this node that succeeded, so every request to this node in between
-// failed.
-func (o *owner) releaseFailed(t *table, lastOK, seq uint64) {
-	if lastOK+1 >= seq {
-		// No request in between.
-		return
-	}
-	o.undo(t, func(s uint64) bool { return s > lastOK && s < seq })
-}
-
 // releaseGrant undoes what request seq did here (an aborted request): the
 // keys it took are given back and its upgrades undone. A key that a later
 // request asked for again belongs to that request now and is left alone,
@@ -289,30 +261,31 @@ func (o *owner) releaseGrant(t *table, seq uint64) {
 
 // undo gives back the keys taken by the requests failed selects, and
 // downgrades the keys they upgraded, unless a request failed does not
-// select asked for the key since.
+// select asked for the key since. Books and table change in one critical
+// section (see release): a later request of o's cannot upgrade a key
+// between its downgrade in the books and in the table (a writer beside
+// readers), nor find a key gone from the books and still in the table.
 func (o *owner) undo(t *table, failed func(seq uint64) bool) {
-	var keys, down []string
 	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.undoLocked(t, failed)
+}
+
+// undoLocked is undo with o.mu held.
+func (o *owner) undoLocked(t *table, failed func(seq uint64) bool) {
 	for k, hk := range o.held.all() {
 		if !failed(hk.last) {
 			continue
 		}
 		switch {
 		case failed(hk.grant):
-			keys = append(keys, k)
 			o.held.del(k)
+			t.release(o, k)
 		case hk.up != 0 && failed(hk.up):
 			hk.mode, hk.up = Shared, 0
 			o.held.set(k, hk)
-			down = append(down, k)
+			t.downgrade(o, k)
 		}
-	}
-	o.mu.Unlock()
-	for _, k := range keys {
-		t.release(o, k)
-	}
-	for _, k := range down {
-		t.downgrade(o, k)
 	}
 }
 
@@ -326,22 +299,4 @@ func (o *owner) releaseAll(t *table) {
 	}
 	o.held.clear()
 	o.mu.Unlock()
-}
-
-// drop closes o: its queued requests end with ErrClosed and everything it
-// holds is released. It reports whether this call closed it.
-func (o *owner) drop(t *table) bool {
-	o.mu.Lock()
-	if o.closed.Load() {
-		o.mu.Unlock()
-		return false
-	}
-	o.closed.Store(true)
-	for _, p := range o.pending {
-		p.cancel()
-	}
-	o.mu.Unlock()
-	close(o.done)
-	o.releaseAll(t)
-	return true
 }

@@ -67,10 +67,10 @@ func (rh *remoteHolds) carried() {
 	}
 }
 
-// setWaitingOn records the other nodes o's request in progress waits on.
-// They are copied (into a buffer of o's own for up to two), so that the
-// caller's list does not escape.
-func (o *owner) setWaitingOn(nodes []string) {
+// setWaitingOn records the other nodes o's request seq, in progress,
+// waits on. They are copied (into a buffer of o's own for up to two), so
+// that the caller's list does not escape.
+func (o *owner) setWaitingOn(nodes []string, seq uint64) {
 	o.mu.Lock()
 	clear(o.waitingOn)
 	if len(nodes) <= len(o.waitBuf) {
@@ -78,15 +78,17 @@ func (o *owner) setWaitingOn(nodes []string) {
 	} else {
 		o.waitingOn = slices.Clone(nodes)
 	}
+	o.waitSeq = seq
 	o.mu.Unlock()
 }
 
-// whereWaits returns the other nodes o's request in progress waits on: a
-// copy, since the list is the caller's own while its request runs.
-func (o *owner) whereWaits() []string {
+// whereWaits returns the other nodes o's request in progress waits on (a
+// copy, since the list is the caller's own while its request runs) and
+// that request's seq.
+func (o *owner) whereWaits() ([]string, uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return slices.Clone(o.waitingOn)
+	return slices.Clone(o.waitingOn), o.waitSeq
 }
 
 // holdsAnywhere reports whether h holds anything on any node. h.mu is held.
@@ -285,12 +287,15 @@ type target struct {
 // r.holds is set (ask runs them after the first node granted), so a node
 // that makes the request wait walks for deadlocks at once.
 func (r *request) ask(ctx, rctx context.Context, nodes, keys []string) error {
-	if r.holds && !(len(nodes) == 1 && nodes[0] == r.h.n.cfg.Addr) {
-		// Where a deadlock walk that reaches the holder goes on to. A
-		// holder that holds nothing is on no cycle: no walk reaches it;
-		// and a wait on this node is found in its table, not here.
-		r.h.o.setWaitingOn(nodes)
-		defer r.h.o.setWaitingOn(nil)
+	if !(len(nodes) == 1 && nodes[0] == r.h.n.cfg.Addr) {
+		// Where a deadlock walk that reaches the holder goes on to: the
+		// other nodes expand its requests queued there only when it
+		// comes from here (ProbeArgs.Since). Also when it held nothing
+		// before: what the request takes on a node is held there while
+		// it waits for its next key. A wait on this node is found in
+		// its table, not here.
+		r.h.o.setWaitingOn(nodes, r.seq)
+		defer r.h.o.setWaitingOn(nil, 0)
 	}
 	if len(nodes) == 1 {
 		// One node (always the first one, and the second of two): no

@@ -2,7 +2,6 @@ package lock
 
 import (
 	"context"
-	"errors"
 )
 
 // Service is the rpcx service a node registers under ServicePath. Its
@@ -38,6 +37,14 @@ func (n *Node) proxyFor(id OwnerID, age int64, origin string, inc uint64, seq ui
 		o.originInc = inc
 		o.aborted = aborted
 		n.addProxyLocked(o)
+		if origin != "" {
+			// A request can arrive after its holder's tombstone expired
+			// (2 × NodeTimeout in flight): the next Ping asks.
+			if n.unchecked == nil {
+				n.unchecked = make(map[string][]OwnerID)
+			}
+			n.unchecked[origin] = append(n.unchecked[origin], id)
+		}
 	}
 	return o, nil
 }
@@ -45,9 +52,7 @@ func (n *Node) proxyFor(id OwnerID, age int64, origin string, inc uint64, seq ui
 // forget deletes dropped proxy o and leaves a tombstone, so that its late
 // requests are refused without a proxy.
 func (n *Node) forget(o *owner) {
-	o.mu.Lock()
-	seq := max(o.aborted, o.maxSeq)
-	o.mu.Unlock()
+	seq := o.lastSeq()
 	n.mu.Lock()
 	n.removeProxyLocked(o)
 	n.buryLocked(o.id, seq, true)
@@ -59,7 +64,8 @@ func (n *Node) forget(o *owner) {
 // then holding none of them); a request that must wait is answered
 // codeQueued, and its verdict goes to the holder's node later (Answer,
 // and Status for a verdict that was lost), so that a wait never holds a
-// handler (with server.WithPool, a worker of the pool) of this node.
+// handler (with server.WithPool, a worker of the pool) of this node. The
+// request's states and transitions are in remotereq.go.
 func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) error {
 	n := s.n
 	if err := checkRequest(a.Mode, a.Keys); err != nil {
@@ -71,113 +77,25 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 		r.set(err)
 		return nil
 	}
-	o.mu.Lock()
-	if a.Seq > o.maxSeq {
-		o.maxSeq = a.Seq
-	}
-	if o.closed.Load() || a.Seq <= o.aborted {
-		o.mu.Unlock()
-		r.set(ErrAborted)
-		return nil
-	}
-	if err := ctx.Err(); err != nil {
-		// Its caller gave up already (this node was frozen, say): a grant
-		// now would be held by nobody.
-		o.mu.Unlock()
+	adm, earlier, err := o.arrive(n.table, a, ctx.Err())
+	switch adm {
+	case admitRefused:
 		r.set(err)
 		return nil
+	case admitTaken:
+		r.set(nil)
+		return nil
 	}
-	if len(o.pending) == 0 && a.LastOK+1 >= a.Seq {
-		// The usual request: none of the holder's earlier ones is still
-		// here or failed. Its releases and its take are done under o.mu
-		// in one go, so no Abort, Status or later request can come in
-		// between, and it needs no entry in pending.
-		if s.acquireNow(o, a, r) {
-			return nil
-		}
-	}
-	// A holder makes one request at a time: the earlier ones are over for
-	// it, so any still here are withdrawn, and what failed ones took is
-	// given back, before this one starts.
-	var earlier []chan struct{}
-	if len(o.pending) > 0 {
-		for seq, p := range o.pending {
-			if seq < a.Seq {
-				p.cancel()
-				earlier = append(earlier, o.doneOf(seq))
-			}
-		}
-	}
-	if len(o.answers) > 0 {
-		for seq := range o.answers {
-			if seq < a.Seq {
-				delete(o.answers, seq)
-			}
-		}
-	}
-	if a.Seq-1 > o.aborted {
-		o.aborted = a.Seq - 1
-	}
-	// Registered under the same lock as the checks above, so that a later
-	// request always finds this one and waits for it. Its cancel is set
-	// once it has a context of its own (a request that must wait).
-	if o.pending == nil {
-		// Made here, by the first request that goes the long way: most
-		// proxies never need it.
-		o.pending = make(map[uint64]pendingReq)
-	}
-	o.pending[a.Seq] = pendingReq{cancel: noCancel}
-	o.mu.Unlock()
-	if len(earlier) == 0 {
-		o.releaseFailed(n.table, a.LastOK, a.Seq)
-		o.mu.Lock()
-		o.releaseCarried(n.table, a)
-		o.mu.Unlock()
+	if len(earlier) == 0 && o.start(n.table, a) {
 		// Most requests need no wait: taken on this goroutine, at once,
 		// without a context of their own.
-		if o.takeNow(n.table, a.Keys, a.Mode, a.Seq) {
-			done, err := s.settleAcquire(o, a, ctx, nil, false)
-			r.set(err)
-			closeDone(done)
-			return nil
-		}
+		done, err := o.settle(n.table, a, ctx, nil, false)
+		r.set(err)
+		closeDone(done)
+		return nil
 	}
 	s.acquireWaiting(ctx, o, a, r, earlier)
 	return nil
-}
-
-// acquireNow applies a's releases and takes its keys if they are free,
-// o.mu held, and then answers r and unlocks o.mu. It reports false when a
-// key is not free: the releases are applied, o.mu is still held, and the
-// request goes the long way (pending is empty, so it waits for nothing
-// but its keys).
-func (s *Service) acquireNow(o *owner, a *AcquireArgs, r *AcquireReply) bool {
-	t := s.n.table
-	for seq := range o.answers {
-		if seq < a.Seq {
-			delete(o.answers, seq)
-		}
-	}
-	if a.Seq-1 > o.aborted {
-		o.aborted = a.Seq - 1
-	}
-	o.releaseCarried(t, a)
-	a.Released, a.ReleasedAll = nil, false
-	if !o.takeNowLocked(t, a.Keys, a.Mode, a.Seq) {
-		return false
-	}
-	o.mu.Unlock()
-	r.set(nil)
-	return true
-}
-
-// noCancel is the cancel of a request that has no context of its own.
-func noCancel() {}
-
-func closeDone(done chan struct{}) {
-	if done != nil {
-		close(done)
-	}
 }
 
 // acquireWaiting is Acquire for a request that waits: for the holder's
@@ -196,19 +114,11 @@ func (s *Service) acquireWaiting(ctx context.Context, o *owner, a *AcquireArgs, 
 		cctx, cancelDeadline = context.WithDeadline(cctx, d)
 	}
 	rctx, cancel := context.WithCancel(cctx)
-	o.mu.Lock()
-	p := o.pending[a.Seq]
-	p.cancel = cancel
-	o.pending[a.Seq] = p
-	if a.Seq <= o.aborted {
-		// Withdrawn (Abort, or a later request) before it had a context.
-		cancel()
-	}
-	o.mu.Unlock()
+	o.waitWith(a.Seq, cancel)
 	stopNode := context.AfterFunc(n.ctx, cancel)
 	finish := func(err error, late bool) {
 		stopNode()
-		done, err := s.settleAcquire(o, a, cctx, err, late)
+		done, err := o.settle(n.table, a, cctx, err, late)
 		cancel()
 		cancelDeadline()
 		closeDone(done)
@@ -227,11 +137,7 @@ func (s *Service) acquireWaiting(ctx context.Context, o *owner, a *AcquireArgs, 
 				return
 			}
 		}
-		o.releaseFailed(n.table, a.LastOK, a.Seq)
-		o.mu.Lock()
-		o.releaseCarried(n.table, a)
-		o.mu.Unlock()
-		if o.takeNow(n.table, a.Keys, a.Mode, a.Seq) {
+		if o.start(n.table, a) {
 			finish(nil, false)
 			return
 		}
@@ -258,62 +164,14 @@ func (s *Service) acquireWaiting(ctx context.Context, o *owner, a *AcquireArgs, 
 	}
 }
 
-// settleAcquire ends request a of proxy o with the verdict of its take. It
-// returns the channel to close once the request ended (nil: nobody waits
-// for it) and the verdict its holder gets. late is set when it is answered after
-// a wait (Answer), not by Acquire's reply.
-func (s *Service) settleAcquire(o *owner, a *AcquireArgs, ctx context.Context, err error, late bool) (chan struct{}, error) {
-	n := s.n
-	o.mu.Lock()
-	aborted := a.Seq <= o.aborted
-	o.mu.Unlock()
-	if err == nil && ctx.Err() != nil {
-		// Granted after its caller's deadline: nobody takes the grant.
-		o.releaseGrant(n.table, a.Seq)
-		err = ctx.Err()
-	}
-	if aborted {
-		// Withdrawn while it waited, or just after its grant.
-		o.releaseGrant(n.table, a.Seq)
-		err = ErrAborted
-	} else if errors.Is(err, context.Canceled) && ctx.Err() == nil {
-		err = ErrAborted
-	}
-	// Out of pending and into answers in one step: Status always finds
-	// the request in one of them.
-	o.mu.Lock()
-	done := o.pending[a.Seq].done
-	delete(o.pending, a.Seq)
-	if late && !o.closed.Load() && a.Seq >= o.maxSeq {
-		if o.answers == nil {
-			o.answers = make(map[uint64]int)
-		}
-		o.answers[a.Seq] = codeOf(err)
-	}
-	o.mu.Unlock()
-	return done, err
-}
-
 // Release gives back keys of a holder of another node.
 func (s *Service) Release(ctx context.Context, a *ReleaseArgs, _ *Ack) error {
 	n := s.n
 	n.mu.RLock()
 	o := n.proxies[a.Owner]
 	n.mu.RUnlock()
-	if o == nil {
-		return nil
-	}
-	if a.All {
-		o.mu.Lock()
-		keys := make([]string, 0, o.held.len())
-		for k := range o.held.all() {
-			keys = append(keys, k)
-		}
-		o.mu.Unlock()
-		a.Keys = keys
-	}
-	for _, k := range a.Keys {
-		o.release(n.table, k, a.Seq)
+	if o != nil {
+		o.releaseKeys(n.table, a.Keys, a.All, a.Seq)
 	}
 	return nil
 }
@@ -323,22 +181,8 @@ func (s *Service) Release(ctx context.Context, a *ReleaseArgs, _ *Ack) error {
 // tombstone, so that the request is refused when it arrives.
 func (s *Service) Abort(ctx context.Context, a *AbortArgs, _ *Ack) error {
 	n := s.n
-	o := n.proxyOrBury(a.Owner, a.Seq, false)
-	if o == nil {
-		return nil
-	}
-	o.mu.Lock()
-	o.aborted = max(o.aborted, a.Seq)
-	for seq, p := range o.pending {
-		if seq <= a.Seq {
-			p.cancel()
-		}
-	}
-	o.mu.Unlock()
-	if a.From != 0 && a.From <= a.Seq {
-		o.undo(n.table, func(s uint64) bool { return s >= a.From && s <= a.Seq })
-	} else {
-		o.releaseGrant(n.table, a.Seq)
+	if o := n.proxyOrBury(a.Owner, a.Seq, false); o != nil {
+		o.abort(n.table, a.Seq, a.From)
 	}
 	return nil
 }
@@ -351,9 +195,9 @@ func (s *Service) Drop(ctx context.Context, a *DropArgs, _ *Ack) error {
 	if o == nil {
 		return nil
 	}
-	o.mu.Lock()
-	o.aborted = max(o.aborted, a.LastSeq)
-	o.mu.Unlock()
+	// Its requests up to LastSeq are withdrawn (later copies refused),
+	// then everything goes.
+	o.abort(n.table, a.LastSeq, 0)
 	o.drop(n.table)
 	n.forget(o)
 	return nil

@@ -35,6 +35,14 @@ func (h *Holder) mayBlockOn(nd, key string, seq uint64) bool {
 	return rh.keys.has(key)
 }
 
+// requestOn reports whether h's request seq has not ended, by h's own
+// account: it is the request in progress.
+func (h *Holder) requestOn(seq uint64) bool {
+	h.viewMu.Lock()
+	defer h.viewMu.Unlock()
+	return seq > h.ended
+}
+
 // blockSeq returns, for b, the proxy here of another node's holder that
 // blocks a request for key, the latest of b's requests the block can be
 // owed to: the one that last asked for key when b holds it, else (b is

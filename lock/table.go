@@ -93,7 +93,11 @@ type waiter struct {
 	// id names the request on this node for good: a deadlock verdict
 	// names it (Hop.Wait), and a row's tickets start again at 1 once its
 	// key is free, so owner, key and ticket may name a later request.
-	id   uint64
+	id uint64
+	// seq is the owner's request it belongs to: a walk that comes from
+	// a remote holder's node expands only its request in progress
+	// (ProbeArgs.Since).
+	seq  uint64
 	done chan error // buffered; receives the verdict exactly once
 	// settled is set, under the shard mutex, when the verdict was sent.
 	settled bool
@@ -146,9 +150,10 @@ func (t *table) tryTakeNow(o *owner, key string, mode Mode) bool {
 	return false
 }
 
-// tryTake takes key for o if that needs no wait. On a wait it queues a
-// waiter and returns it; the caller must then wait for its verdict.
-func (t *table) tryTake(o *owner, key string, mode Mode) *waiter {
+// tryTake takes key for o's request seq if that needs no wait. On a wait
+// it queues a waiter and returns it; the caller must then wait for its
+// verdict.
+func (t *table) tryTake(o *owner, key string, mode Mode, seq uint64) *waiter {
 	s, h := t.shard(key)
 	s.mu.Lock()
 	r := s.rows.get(h, key)
@@ -166,7 +171,7 @@ func (t *table) tryTake(o *owner, key string, mode Mode) *waiter {
 	if r.mgr == nil {
 		r.mgr = &manager{}
 	}
-	w := &waiter{o: o, key: key, mode: mode, ticket: r.ticket, id: t.waitSeq.Add(1), done: make(chan error, 1)}
+	w := &waiter{o: o, key: key, mode: mode, ticket: r.ticket, id: t.waitSeq.Add(1), seq: seq, done: make(chan error, 1)}
 	r.mgr.queue = append(r.mgr.queue, w)
 	s.mu.Unlock()
 	t.wmu.Lock()
@@ -387,6 +392,26 @@ func (t *table) blockersOf(w *waiter) []*owner {
 		out = append(out, ahead[i].o)
 	}
 	return out
+}
+
+// waiting reports whether o's queued request wait (waiter.id) still
+// waits here: queued, with no verdict yet.
+func (t *table) waiting(id OwnerID, wait uint64) bool {
+	var w *waiter
+	t.wmu.Lock()
+	for _, x := range t.waits[id] {
+		if x.id == wait {
+			w = x
+		}
+	}
+	t.wmu.Unlock()
+	if w == nil {
+		return false
+	}
+	s, _ := t.shard(w.key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !w.settled
 }
 
 // waitsOf returns o's queued requests on this node.

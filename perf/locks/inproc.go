@@ -167,7 +167,7 @@ func dispatch(ctx context.Context, svc *lock.Service, method string, args, reply
 	case "Status":
 		return callCopy(ctx, svc.Status, args, reply, nil)
 	case "Ping":
-		return callCopy(ctx, svc.Ping, args, reply, nil)
+		return callCopy(ctx, svc.Ping, args, reply, func(a *lock.PingArgs) { a.Check = slices.Clone(a.Check) })
 	case "Verdict":
 		return callCopy(ctx, svc.Verdict, args, reply, nil)
 	}

@@ -124,7 +124,7 @@ func TestInprocHandlerCopiesArgs(t *testing.T) {
 // caller and handler over the in-process transport, and this test names
 // it.
 func TestInprocCopiesEveryReference(t *testing.T) {
-	copied := map[string]bool{"AcquireArgs.Keys": true, "AcquireArgs.Released": true, "ReleaseArgs.Keys": true, "ProbeArgs.Path": true}
+	copied := map[string]bool{"AcquireArgs.Keys": true, "AcquireArgs.Released": true, "ReleaseArgs.Keys": true, "ProbeArgs.Path": true, "PingArgs.Check": true}
 	args := []any{lock.AcquireArgs{}, lock.ReleaseArgs{}, lock.AbortArgs{}, lock.DropArgs{}, lock.AnswerArgs{},
 		lock.StatusArgs{}, lock.PingArgs{}, lock.ProbeArgs{}, lock.VerdictArgs{}}
 	var refs []string
