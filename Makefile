@@ -41,6 +41,10 @@ race:
 	# The plain-rpcx reference of the cancelled plain call, likewise (rpcx's
 	# Client.call reads the sequence number its send goroutine writes).
 	$(GO) test -count=1 -timeout 5m -run '^TestPlainFallbackCallEndedByContextLeavesReplyAlone$$' ./batchclient/
+	# The fleet's costs (batchclient/fleet_test.go), which measure memory
+	# and connections: the race detector's shadow memory would measure
+	# itself, so they build without it.
+	$(GO) test -count=1 -timeout 5m -v -run '^(TestFanInLightClientsCostWhatPlainCosts|TestFanOutIdlePeersKeepOneLane|TestIdleLaneCostsServerWhatPlainCosts|TestBurstGrowsLanes)$$' ./batchclient/
 	$(GO) test -race -count=1 -timeout 5m -v ./registry/
 	# Each directory and what is under it, anchored: /lock must not take
 	# perf/locks along.
