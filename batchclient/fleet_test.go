@@ -12,6 +12,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -190,7 +192,8 @@ func TestFanOutIdlePeersKeepOneLane(t *testing.T) {
 	}
 	t.Logf("%d servers announcing 16 lanes, %d calls to each, then idle:", servers, calls)
 	t.Logf("  plain rpcx: %d connections, %s", servers, perPeer(gPlain, hPlain, g0, h0))
-	t.Logf("  rpcxbatch:  %d lanes, %s", lanes, perPeer(gBatch, hBatch, g1, h1))
+	t.Logf("  rpcxbatch:  %d lanes, %s; the client's own goroutines: %.1f a server",
+		lanes, perPeer(gBatch, hBatch, g1, h1), float64(clientGoroutines())/servers)
 }
 
 func indexOf(addrs []string, addr string) int {
@@ -340,4 +343,24 @@ func TestBurstGrowsLanes(t *testing.T) {
 		t.Logf("  calls a step, fixed: %v", fixedSteps)
 		t.Logf("  calls a step, grown: %v", grownSteps)
 	}
+}
+
+// clientGoroutines counts the goroutines running batchclient's code.
+func clientGoroutines() int {
+	var b strings.Builder
+	pprof.Lookup("goroutine").WriteTo(&b, 1)
+	n := 0
+	for _, rec := range strings.Split(b.String(), "\n\n") {
+		if !strings.Contains(rec, "rpcxbatch/batchclient.") && !strings.Contains(rec, "rpcxbatch/batchclient/internal/lane.") {
+			continue
+		}
+		for _, line := range strings.Split(rec, "\n") {
+			var k int
+			if _, err := fmt.Sscanf(line, "%d @", &k); err == nil {
+				n += k
+				break
+			}
+		}
+	}
+	return n
 }
