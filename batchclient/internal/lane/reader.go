@@ -1,7 +1,6 @@
 package lane
 
 import (
-	"bufio"
 	"fmt"
 
 	"github.com/smallnest/rpcx/client"
@@ -27,8 +26,7 @@ func (l *Lane) readLoop() {
 	var pad stackpad.Pad // see stackpad: no shrink and regrow between frames
 	stackpad.Touch(&pad)
 	defer stackpad.Touch(&pad)
-	br := bufio.NewReaderSize(progressReader{l}, quietReadBuf)
-	big := false
+	rb := newReadBuf(progressReader{l})
 	var (
 		buf     []byte
 		replies []codec.Reply
@@ -36,7 +34,7 @@ func (l *Lane) readLoop() {
 		fc      fastcodec.Codec // decodes the replies
 	)
 	for {
-		msg, b, err := codec.ReadMessage(br, l.cfg.MaxFrameBytes+64<<10, buf)
+		msg, b, err := codec.ReadMessage(rb.br, l.cfg.MaxFrameBytes+64<<10, buf)
 		if err != nil {
 			l.fail(fmt.Errorf("%w: %w", ErrConnection, err))
 			return
@@ -44,18 +42,19 @@ func (l *Lane) readLoop() {
 		if cap(b) <= 4<<20 {
 			buf = b
 		}
-		if !big && (br.Buffered() > 0 || len(b) > quietReadBuf) {
-			br, big = grownReader(br, progressReader{l}), true
-		}
+		rb.read(len(b))
 		switch {
 		case msg.Header.IsHeartbeat():
-			// Heartbeats flow only while the lane is quiet: it lets go of
-			// its large buffers until the traffic is back.
-			if big && br.Buffered() == 0 {
-				br, big = bufio.NewReaderSize(progressReader{l}, quietReadBuf), false
-			}
-			if cap(buf) > quietReadBuf {
-				buf = nil
+			if msg.Header.MessageType() == protocol.Response {
+				// The answer to a heartbeat of this lane's, which it sends
+				// only once it has heard nothing for a while: the lane is
+				// quiet, and lets go of its large buffers until the
+				// traffic is back. (The server's own heartbeats come while
+				// its handlers are busy.)
+				rb.quiet()
+				if cap(buf) > quietReadBuf {
+					buf = nil
+				}
 			}
 		case msg.Header.MessageType() == protocol.Request && msg.ServicePath == codec.ServicePath && msg.ServiceMethod == codec.MethodReply:
 			var inc uint64
@@ -89,7 +88,7 @@ func (l *Lane) readLoop() {
 				l.wakeWriter()
 			}
 			l.checkDrained()
-			if woken == 1 && br.Buffered() == 0 {
+			if woken == 1 && rb.br.Buffered() == 0 {
 				yieldToCaller()
 			}
 		case msg.Header.MessageType() == protocol.Request && msg.ServicePath == codec.ServicePath && msg.ServiceMethod == codec.MethodCredit:
