@@ -1,7 +1,6 @@
 package batchclient
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
@@ -282,8 +281,7 @@ func (lp *lanePool) poll() {
 			continue
 		default:
 		}
-		if l.Quiet() {
-			l.Close(fmt.Errorf("%w: %s", lane.ErrRetired, lp.p.addr))
+		if l.CloseRetired() {
 			lp.p.env.lanesOpened(-1)
 			continue
 		}

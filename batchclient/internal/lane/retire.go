@@ -73,14 +73,36 @@ func (l *Lane) Retire() Fence {
 	return Fence{queued: l.queuedTotal, nonCall: l.nonCallTotal}
 }
 
-// Quiet reports whether the lane has nothing queued, being written or
-// unfinished (no call waits for its reply, no cast or send for its
-// credit): a retired lane that is quiet can be closed without loss.
-func (l *Lane) Quiet() bool {
+// CloseRetired closes a retired lane that is quiet, nothing queued, being
+// written or unfinished (no call waits for its reply, no cast or send for
+// its credit), and reports whether it did (or the lane was dead already).
+// The check and the close are one step under qmu: a caller admitted a
+// moment before, whose call is registered but whose entry the lane will
+// refuse, is not failed with the lane but claims its call back and picks
+// another lane (ErrRetired), as it would had it come a moment later.
+func (l *Lane) CloseRetired() bool {
 	l.qmu.Lock()
-	defer l.qmu.Unlock()
-	return len(l.queue) == 0 && l.inWrite == 0 && !l.wbusy && len(l.ws.rest) == 0 &&
-		len(l.ws.out) == 0 && l.unfinished == 0 && l.reserved.Load() == 0 && l.pending.empty()
+	select {
+	case <-l.dead:
+		l.qmu.Unlock()
+		return true
+	default:
+	}
+	if l.retireErr == nil || len(l.queue) != 0 || l.inWrite != 0 || l.wbusy || len(l.ws.rest) != 0 ||
+		len(l.ws.out) != 0 || l.unfinished != 0 || l.reserved.Load() != 0 {
+		l.qmu.Unlock()
+		return false
+	}
+	// Nothing was written that is not answered: the calls still
+	// registered are those refused (their Submit claims them back), so
+	// fail, which would finish them, is not called; the reader's fail on
+	// the closed connection finds the lane dead and does nothing.
+	l.deadErr = l.retireErr
+	close(l.dead)
+	l.qmu.Unlock()
+	l.conn.Close()
+	l.wg.Wait()
+	return true
 }
 
 // Fence marks what the lane had been given at one moment, for Passed.
