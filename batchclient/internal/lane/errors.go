@@ -26,7 +26,8 @@ var (
 	ErrUnsupportedCodec = fmt.Errorf("rpcxbatch: no rpcx codec for this serialize type; register one in share.Codecs or pick another: %w", client.ErrUnsupportedCodec)
 	// ErrEncode wraps a codec's error or panic while encoding arguments.
 	ErrEncode = errors.New("rpcxbatch: cannot encode the arguments; check that the codec supports their type")
-	// ErrDecode wraps a codec's panic while decoding a reply.
+	// ErrDecode is in the error of a call whose reply did not decode (the
+	// codec failed or panicked); that error is a client.ServiceError.
 	ErrDecode = errors.New("rpcxbatch: cannot decode the reply; check that the reply type matches the server's")
 	// ErrDraining fails an entry not written because the server began a
 	// graceful shutdown.
