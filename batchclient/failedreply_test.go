@@ -74,11 +74,15 @@ func TestFailedCallKeepsHandlersReply(t *testing.T) {
 		{"plain rpcx Go", func(r *testsvc.Reply) error {
 			return goCall(pc.Go(ctx, "Partial", "Fill", &testsvc.Args{A: 42}, r, make(chan *client.Call, 1)))
 		}},
-		{"lanes Call", func(r *testsvc.Reply) error { return c.Call(ctx, batchAddr, "Partial", "Fill", &testsvc.Args{A: 42}, r) }},
+		{"lanes Call", func(r *testsvc.Reply) error {
+			return c.Call(ctx, batchAddr, "Partial", "Fill", &testsvc.Args{A: 42}, r)
+		}},
 		{"lanes Go", func(r *testsvc.Reply) error {
 			return goCall(c.Go(ctx, batchAddr, "Partial", "Fill", &testsvc.Args{A: 42}, r, make(chan *client.Call, 1)))
 		}},
-		{"fallback Call", func(r *testsvc.Reply) error { return c.Call(ctx, plainAddr, "Partial", "Fill", &testsvc.Args{A: 42}, r) }},
+		{"fallback Call", func(r *testsvc.Reply) error {
+			return c.Call(ctx, plainAddr, "Partial", "Fill", &testsvc.Args{A: 42}, r)
+		}},
 		{"fallback Go", func(r *testsvc.Reply) error {
 			return goCall(c.Go(ctx, plainAddr, "Partial", "Fill", &testsvc.Args{A: 42}, r, make(chan *client.Call, 1)))
 		}},
