@@ -12,6 +12,7 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
 	"github.com/rpcxbatch/rpcxbatch/codec"
 	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
+	"github.com/rpcxbatch/rpcxbatch/internal/plainconn"
 )
 
 // The call path: Go, Call, Cast and Send route an entry to a lane (or to
@@ -39,7 +40,16 @@ func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string
 		return call
 	}
 	if pr.pc != nil {
-		go plainGo(ctx, pr, call)
+		// Encoded here, before Go returns, as on lanes: rpcx would encode
+		// on a goroutine of its own, after the caller took args back.
+		args, err := plainconn.PreEncode(c.opts.RPCX.SerializeType, args)
+		if err != nil {
+			pr.done()
+			call.Error = err
+			lane.Deliver(call)
+			return call
+		}
+		go plainGo(ctx, pr, call, args)
 		return call
 	}
 	pc2 := &lane.Pending{Call: call}
@@ -79,7 +89,7 @@ func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod stri
 		return err
 	}
 	if pr.pc != nil {
-		err := plainCall(ctx, pr.pc, servicePath, serviceMethod, args, reply)
+		err := plainCall(ctx, pr.pc, c.opts.RPCX.SerializeType, servicePath, serviceMethod, args, reply)
 		pr.done()
 		return err
 	}
@@ -237,7 +247,7 @@ func (c *Client) Cast(ctx context.Context, addr, servicePath, serviceMethod stri
 	if pr.pc != nil {
 		// An rpcx oneway call completes once it is written: rpcx writes
 		// it on a goroutine of its own, whose outcome this waits for.
-		err := plainCall(ctx, pr.pc, servicePath, serviceMethod, args, nil)
+		err := plainCall(ctx, pr.pc, c.opts.RPCX.SerializeType, servicePath, serviceMethod, args, nil)
 		pr.done()
 		return err
 	}
