@@ -27,7 +27,9 @@ func (gobCodec) Encode(v any) ([]byte, error) {
 	return b.Bytes(), err
 }
 
-func (gobCodec) Decode(data []byte, v any) error { return gob.NewDecoder(bytes.NewReader(data)).Decode(v) }
+func (gobCodec) Decode(data []byte, v any) error {
+	return gob.NewDecoder(bytes.NewReader(data)).Decode(v)
+}
 
 // TestPreEncodeWritesTheSameBytes: what PreEncode hands rpcx encodes,
 // with rpcx's codec, to the bytes the caller's arguments encode to, for
