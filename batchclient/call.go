@@ -36,7 +36,7 @@ func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string
 	l, pr, err := c.route(ctx, addr)
 	if err != nil {
 		call.Error = err
-		call.Done <- call
+		lane.Deliver(call) // never blocks the caller, as rpcx's Call.done
 		return call
 	}
 	if pr.pc != nil {
@@ -59,7 +59,7 @@ func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string
 	}
 	if err != nil {
 		call.Error = err
-		call.Done <- call
+		lane.Deliver(call) // never blocks the caller, as rpcx's Call.done
 		return call
 	}
 	if ctx.Done() != nil {
