@@ -31,7 +31,8 @@ func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string
 	}
 	call := &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args, Reply: reply, Done: done}
 	if m, ok := ctx.Value(lane.ReqMetaKey).(map[string]string); ok {
-		call.Metadata = m
+		// A copy, as rpcx's Go makes: the caller's map stays its own.
+		call.Metadata = lane.CopyMetadata(ctx, m)
 	}
 	l, pr, err := c.route(ctx, addr)
 	if err != nil {

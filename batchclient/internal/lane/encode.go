@@ -53,7 +53,7 @@ func (l *Lane) newEntry(ctx context.Context, kind codec.Kind, path, method strin
 	e.SerializeType = uint8(l.cfg.SerializeType)
 	e.Payload = e.buf
 	if m, ok := ctx.Value(ReqMetaKey).(map[string]string); ok && len(m) > 0 {
-		e.Metadata = copyMetadata(ctx, m)
+		e.Metadata = CopyMetadata(ctx, m)
 	}
 	e.deadline, _ = ctx.Deadline()
 	e.size = codec.EntrySize(&e.Entry)
@@ -96,20 +96,20 @@ func (l *Lane) newDeferredEntry(ctx context.Context, path, method string, args a
 	e.SerializeType = uint8(l.cfg.SerializeType)
 	e.buf, e.Payload = e.buf[:0], nil
 	if m, ok := ctx.Value(ReqMetaKey).(map[string]string); ok && len(m) > 0 {
-		e.Metadata = copyMetadata(ctx, m)
+		e.Metadata = CopyMetadata(ctx, m)
 	}
 	e.deadline, _ = ctx.Deadline()
 	e.size = codec.EntrySize(&e.Entry)
 	return e, nil
 }
 
-// copyMetadata copies the request metadata m found in ctx: rpcx's XClient
+// CopyMetadata copies the request metadata m found in ctx: rpcx's XClient
 // writes the auth token into this map. A function of its own, off the
 // common path: ranging over a map takes a large stack frame, and every
 // caller's stack would grow for it.
 //
 //go:noinline
-func copyMetadata(ctx context.Context, m map[string]string) map[string]string {
+func CopyMetadata(ctx context.Context, m map[string]string) map[string]string {
 	if sc, ok := ctx.(*share.Context); ok {
 		sc.Lock()
 		defer sc.Unlock()
