@@ -33,8 +33,12 @@ type Plugin struct {
 	s           *server.Server
 	opts        Options
 	incarnation uint64
-	services    *serviceTable
-	metrics     *serverMetrics
+	// rpcxDeadlines is set when rpcx sets a write deadline of its own
+	// before each of its writes (server.WithWriteTimeout): the reply
+	// writer then leaves its deadline in place (replywriter.go).
+	rpcxDeadlines bool
+	services      *serviceTable
+	metrics       *serverMetrics
 
 	sendMu sync.RWMutex // guards sends
 	sends  map[string]SendHandler
@@ -100,6 +104,8 @@ func New(s *server.Server, opts ...Option) (*Plugin, error) {
 		metrics:     newServerMetrics(o.Registry),
 		sends:       make(map[string]SendHandler),
 		conns:       make(map[net.Conn]*conn),
+		// rpcxDeadlines: see Plugin.
+		rpcxDeadlines: serverWriteTimeout(s) > 0,
 	}
 	if o.PoolSize == Disabled {
 		return p, nil
