@@ -50,7 +50,7 @@ func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string
 			lane.Deliver(call)
 			return call
 		}
-		go plainGo(ctx, pr, call, args)
+		plainGo(ctx, pr, call, args)
 		return call
 	}
 	pc2 := &lane.Pending{Call: call}

@@ -347,21 +347,26 @@ func plainCall(ctx context.Context, pc *client.Client, st protocol.SerializeType
 	}
 }
 
-// plainGo runs call over the plain rpcx client and completes it, as Go
+// plainGo starts call over the plain rpcx client and completes it, as Go
 // does on lanes: with the reply, or with ctx's error if ctx ends first.
-// args are call's arguments encoded already (plainconn.PreEncode). It
-// runs on a goroutine of its own, which rpcx ends (a reply, or the
-// connection closing) unless ctx does.
+// args are call's arguments encoded already (plainconn.PreEncode). rpcx's
+// Go is started here, on the caller's goroutine: it copies the request
+// metadata of ctx, which the caller may change once Go has returned, and
+// does not block (it sends on a goroutine of its own). The wait runs on a
+// goroutine of its own, which rpcx ends (a reply, or the connection
+// closing) unless ctx does.
 func plainGo(ctx context.Context, pr plainRef, call *client.Call, args any) {
-	defer pr.done()
 	dst, commit := plainconn.ReplyCopy(ctx, call.Reply)
 	inner := pr.pc.Go(ctx, call.ServicePath, call.ServiceMethod, args, dst, make(chan *client.Call, 1))
-	select {
-	case <-inner.Done:
-		commit()
-		call.Error, call.ResMetadata = inner.Error, inner.ResMetadata
-	case <-ctx.Done():
-		call.Error = ctx.Err()
-	}
-	lane.Deliver(call)
+	go func() {
+		defer pr.done()
+		select {
+		case <-inner.Done:
+			commit()
+			call.Error, call.ResMetadata = inner.Error, inner.ResMetadata
+		case <-ctx.Done():
+			call.Error = ctx.Err()
+		}
+		lane.Deliver(call)
+	}()
 }
