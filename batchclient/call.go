@@ -180,12 +180,7 @@ func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod stri
 func (c *Client) callResult(ctx context.Context, sc *syncCall, reply any) error {
 	err := sc.call.Error
 	if err == nil && sc.pending.Undecoded {
-		// raw is this call's own copy of the reply: the reply may keep it
-		// (rpcx's ByteCodec does), and then the next call must not reuse it.
-		err = lane.DecodeReply(nil, c.opts.SerializeType, sc.pending.Raw, reply, true)
-		if fastcodec.MayAlias(c.opts.SerializeType) {
-			sc.pending.Raw = nil
-		}
+		err = c.decodeOwn(sc, reply)
 	}
 	if err == nil {
 		// The context is not read on success: with many callers it is
@@ -195,11 +190,29 @@ func (c *Client) callResult(ctx context.Context, sc *syncCall, reply any) error 
 	if deadline, ok := ctx.Deadline(); ctx.Err() != nil || ok && !time.Now().Before(deadline) {
 		// The server gave up at the same deadline, maybe a moment before
 		// the caller's own timer fired: report the caller's deadline, as
-		// for a reply that never came.
+		// for a reply that never came (the reply value is left alone).
 		err = context.DeadlineExceeded
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
+		return err
+	}
+	if sc.pending.Undecoded && sc.call.Error != nil {
+		// The reply the failed call's handler filled in, as rpcx's client
+		// decodes it beside the error, a decode error ignored.
+		_ = c.decodeOwn(sc, reply)
+	}
+	return err
+}
+
+// decodeOwn decodes the reply the reader left to the caller
+// (Pending.Undecoded) into reply.
+func (c *Client) decodeOwn(sc *syncCall, reply any) error {
+	// raw is this call's own copy of the reply: the reply may keep it
+	// (rpcx's ByteCodec does), and then the next call must not reuse it.
+	err := lane.DecodeReply(nil, c.opts.SerializeType, sc.pending.Raw, reply, true)
+	if fastcodec.MayAlias(c.opts.SerializeType) {
+		sc.pending.Raw = nil
 	}
 	return err
 }
