@@ -12,6 +12,7 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
 	"github.com/rpcxbatch/rpcxbatch/codec"
 	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
+	"github.com/rpcxbatch/rpcxbatch/internal/plainconn"
 )
 
 // The call path: Go, Call, Cast and Send route an entry to a lane (or to
@@ -30,17 +31,27 @@ func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string
 	}
 	call := &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args, Reply: reply, Done: done}
 	if m, ok := ctx.Value(lane.ReqMetaKey).(map[string]string); ok {
-		call.Metadata = m
+		// A copy, as rpcx's Go makes: the caller's map stays its own.
+		call.Metadata = lane.CopyMetadata(ctx, m)
 	}
 again:
 	l, pr, k, err := c.route(ctx, addr)
 	if err != nil {
 		call.Error = err
-		call.Done <- call
+		lane.Deliver(call) // never blocks the caller, as rpcx's Call.done
 		return call
 	}
 	if pr.pc != nil {
-		go plainGo(ctx, pr, call)
+		// Encoded here, before Go returns, as on lanes: rpcx would encode
+		// on a goroutine of its own, after the caller took args back.
+		args, err := plainconn.PreEncode(c.opts.RPCX.SerializeType, args)
+		if err != nil {
+			pr.done()
+			call.Error = err
+			lane.Deliver(call)
+			return call
+		}
+		plainGo(ctx, pr, call, args)
 		return call
 	}
 	pc2 := &lane.Pending{Call: call, Keyed: k.keyed, KeyHash: k.hash}
@@ -53,7 +64,7 @@ again:
 	}
 	if err != nil {
 		call.Error = err
-		call.Done <- call
+		lane.Deliver(call) // never blocks the caller, as rpcx's Call.done
 		return call
 	}
 	if ctx.Done() != nil {
@@ -84,7 +95,7 @@ again:
 		return err
 	}
 	if pr.pc != nil {
-		err := plainCall(ctx, pr.pc, servicePath, serviceMethod, args, reply)
+		err := plainCall(ctx, pr.pc, c.opts.RPCX.SerializeType, servicePath, serviceMethod, args, reply)
 		pr.done()
 		return err
 	}
@@ -178,12 +189,7 @@ again:
 func (c *Client) callResult(ctx context.Context, sc *syncCall, reply any) error {
 	err := sc.call.Error
 	if err == nil && sc.pending.Undecoded {
-		// raw is this call's own copy of the reply: the reply may keep it
-		// (rpcx's ByteCodec does), and then the next call must not reuse it.
-		err = lane.DecodeReply(nil, c.opts.SerializeType, sc.pending.Raw, reply, true)
-		if fastcodec.MayAlias(c.opts.SerializeType) {
-			sc.pending.Raw = nil
-		}
+		err = c.decodeOwn(sc, reply)
 	}
 	if err == nil {
 		// The context is not read on success: with many callers it is
@@ -193,11 +199,29 @@ func (c *Client) callResult(ctx context.Context, sc *syncCall, reply any) error 
 	if deadline, ok := ctx.Deadline(); ctx.Err() != nil || ok && !time.Now().Before(deadline) {
 		// The server gave up at the same deadline, maybe a moment before
 		// the caller's own timer fired: report the caller's deadline, as
-		// for a reply that never came.
+		// for a reply that never came (the reply value is left alone).
 		err = context.DeadlineExceeded
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
+		return err
+	}
+	if sc.pending.Undecoded && sc.call.Error != nil {
+		// The reply the failed call's handler filled in, as rpcx's client
+		// decodes it beside the error, a decode error ignored.
+		_ = c.decodeOwn(sc, reply)
+	}
+	return err
+}
+
+// decodeOwn decodes the reply the reader left to the caller
+// (Pending.Undecoded) into reply.
+func (c *Client) decodeOwn(sc *syncCall, reply any) error {
+	// raw is this call's own copy of the reply: the reply may keep it
+	// (rpcx's ByteCodec does), and then the next call must not reuse it.
+	err := lane.DecodeReply(nil, c.opts.SerializeType, sc.pending.Raw, reply, true)
+	if fastcodec.MayAlias(c.opts.SerializeType) {
+		sc.pending.Raw = nil
 	}
 	return err
 }
@@ -247,7 +271,7 @@ again:
 	if pr.pc != nil {
 		// An rpcx oneway call completes once it is written: rpcx writes
 		// it on a goroutine of its own, whose outcome this waits for.
-		err := plainCall(ctx, pr.pc, servicePath, serviceMethod, args, nil)
+		err := plainCall(ctx, pr.pc, c.opts.RPCX.SerializeType, servicePath, serviceMethod, args, nil)
 		pr.done()
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 
 	metrics "github.com/rcrowley/go-metrics"
 	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/protocol"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
 	"github.com/rpcxbatch/rpcxbatch/internal/idlemem"
@@ -342,8 +343,15 @@ func (c *Client) stoppedSlotConfig(addr string) plainconn.Config {
 // when the context ends mid-call (call reads the sequence number send is
 // still writing). The reply is decoded into a copy (see plainconn.ReplyCopy), so
 // that a reply arriving after ctx ended is not written into the caller's
-// value once this has returned.
-func plainCall(ctx context.Context, pc *client.Client, servicePath, serviceMethod string, args, reply any) error {
+// value once this has returned; and args are encoded before rpcx's Go
+// (plainconn.PreEncode), so that rpcx, which encodes on a goroutine of its
+// own, never reads them once this has returned on ctx's end. st is the
+// plain client's serialize type.
+func plainCall(ctx context.Context, pc *client.Client, st protocol.SerializeType, servicePath, serviceMethod string, args, reply any) error {
+	args, err := plainconn.PreEncode(st, args)
+	if err != nil {
+		return err
+	}
 	dst, commit := plainconn.ReplyCopy(ctx, reply)
 	call := pc.Go(ctx, servicePath, serviceMethod, args, dst, make(chan *client.Call, 1))
 	select {
@@ -356,20 +364,26 @@ func plainCall(ctx context.Context, pc *client.Client, servicePath, serviceMetho
 	}
 }
 
-// plainGo runs call over the plain rpcx client and completes it, as Go
+// plainGo starts call over the plain rpcx client and completes it, as Go
 // does on lanes: with the reply, or with ctx's error if ctx ends first.
-// It runs on a goroutine of its own, which rpcx ends (a reply, or the
-// connection closing) unless ctx does.
-func plainGo(ctx context.Context, pr plainRef, call *client.Call) {
-	defer pr.done()
+// args are call's arguments encoded already (plainconn.PreEncode). rpcx's
+// Go is started here, on the caller's goroutine: it copies the request
+// metadata of ctx, which the caller may change once Go has returned, and
+// does not block (it sends on a goroutine of its own). The wait runs on a
+// goroutine of its own, which rpcx ends (a reply, or the connection
+// closing) unless ctx does.
+func plainGo(ctx context.Context, pr plainRef, call *client.Call, args any) {
 	dst, commit := plainconn.ReplyCopy(ctx, call.Reply)
-	inner := pr.pc.Go(ctx, call.ServicePath, call.ServiceMethod, call.Args, dst, make(chan *client.Call, 1))
-	select {
-	case <-inner.Done:
-		commit()
-		call.Error, call.ResMetadata = inner.Error, inner.ResMetadata
-	case <-ctx.Done():
-		call.Error = ctx.Err()
-	}
-	lane.Deliver(call)
+	inner := pr.pc.Go(ctx, call.ServicePath, call.ServiceMethod, args, dst, make(chan *client.Call, 1))
+	go func() {
+		defer pr.done()
+		select {
+		case <-inner.Done:
+			commit()
+			call.Error, call.ResMetadata = inner.Error, inner.ResMetadata
+		case <-ctx.Done():
+			call.Error = ctx.Err()
+		}
+		lane.Deliver(call)
+	}()
 }

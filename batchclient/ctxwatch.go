@@ -141,14 +141,23 @@ func (w *ctxWatch) addLane(l *lane.Lane) {
 func (w *ctxWatch) addLaneSlow(l *lane.Lane) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	ls := w.liveLanesLocked()
+	for _, x := range ls {
+		if x == l {
+			return
+		}
+	}
+	ls = append(ls, l)
+	w.lanes.Store(&ls)
+}
+
+// liveLanesLocked is a copy of the watch's lanes without the failed ones:
+// a failed lane has completed its calls (Lane.fail), so it need not be
+// walked, and is not kept (nor its buffers). w.mu is held.
+func (w *ctxWatch) liveLanesLocked() []*lane.Lane {
 	var ls []*lane.Lane
 	if old := w.lanes.Load(); old != nil {
 		for _, x := range *old {
-			if x == l {
-				return
-			}
-			// A failed lane has completed its calls (Lane.fail): it
-			// need not be walked, and is not kept.
 			select {
 			case <-x.Dead():
 			default:
@@ -156,8 +165,27 @@ func (w *ctxWatch) addLaneSlow(l *lane.Lane) {
 			}
 		}
 	}
-	ls = append(ls, l)
-	w.lanes.Store(&ls)
+	return ls
+}
+
+// dropDeadLanes takes the failed lanes out of every watch. A pool that
+// was lost calls it (Client.poolLost): a context that never ends keeps its
+// watch, and without this the lanes of the lost pool until one of its
+// calls goes to a lane the watch does not know yet, which may be never.
+func (c *Client) dropDeadLanes() {
+	for i := range c.watches {
+		w := c.watches[i].Load()
+		if w == nil {
+			continue
+		}
+		w.mu.Lock()
+		if old := w.lanes.Load(); old != nil {
+			if ls := w.liveLanesLocked(); len(ls) < len(*old) {
+				w.lanes.Store(&ls)
+			}
+		}
+		w.mu.Unlock()
+	}
 }
 
 // fire runs when the context ends: no call takes the watch any more, and

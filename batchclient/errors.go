@@ -43,7 +43,11 @@ var (
 	// ErrEncode wraps an error or a panic of the codec while it encoded a
 	// call's arguments; the call was not sent.
 	ErrEncode = lane.ErrEncode
-	// ErrDecode wraps a panic in the codec while it decoded a reply; the
-	// reply value's type does not match what the server sent.
+	// ErrDecode is in the error of a call whose reply the codec could not
+	// decode into the reply value (it failed or panicked: the reply type
+	// does not match what the server sent). The server did run the call,
+	// so that error is a client.ServiceError, as rpcx's client returns for
+	// a reply it cannot decode: an XClient's Failover or Failtry does not
+	// run the call again.
 	ErrDecode = lane.ErrDecode
 )

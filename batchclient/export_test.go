@@ -132,3 +132,17 @@ func FiredWatch(c *Client, ctx context.Context) {
 	w.fire()
 	c.watches[0].Store(w)
 }
+
+// WatchedLanes is the number of lanes the client's shared-context watches
+// hold.
+func WatchedLanes(c *Client) int {
+	n := 0
+	for i := range c.watches {
+		if w := c.watches[i].Load(); w != nil {
+			if ls := w.lanes.Load(); ls != nil {
+				n += len(*ls)
+			}
+		}
+	}
+	return n
+}

@@ -54,7 +54,8 @@ type peerEnv struct {
 	// address's peer.
 	forget func(*peer)
 	// pushLost tells the server-message channel of addr, if any, that the
-	// pool to server is gone.
+	// pool to server is gone, and lets the Client drop what it keeps of
+	// the pool's lanes (Client.poolLost).
 	pushLost func(addr string, server net.Addr, cause error)
 	// stopCause is the error the calls in flight fail with when the peer
 	// is shut down (Stop or Close).
@@ -96,7 +97,7 @@ func (c *Client) peerEnv(key, network, host string) peerEnv {
 		lane:           c.laneConfig(key),
 		dial:           c.hookedDialer(network, host),
 		forget:         c.forget,
-		pushLost:       c.pushLost,
+		pushLost:       c.poolLost,
 		stopCause:      c.stopCause,
 		drainMark:      c.drains.mark,
 		drainClear:     c.drains.clear,

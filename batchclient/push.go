@@ -193,7 +193,14 @@ func (c *Client) deliverPush(addr string, s pushSink, m *protocol.Message, block
 	}
 }
 
-// lost tells the channel of addr, if any, that its lane pool to server is
+// poolLost is the peers' pushLost hook: pushLost, and the failed lanes
+// out of the shared-context watches (dropDeadLanes).
+func (c *Client) poolLost(addr string, server net.Addr, cause error) {
+	c.pushLost(addr, server, cause)
+	c.dropDeadLanes()
+}
+
+// pushLost tells the channel of addr, if any, that its lane pool to server is
 // gone, with the message rpcx sends when a connection is lost. It never
 // waits: a pool is torn down on Close and Stop too, and nothing would read.
 func (c *Client) pushLost(addr string, server net.Addr, cause error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/smallnest/rpcx/client"
 	"github.com/smallnest/rpcx/protocol"
 
+	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
 	"github.com/rpcxbatch/rpcxbatch/codec"
 	"github.com/rpcxbatch/rpcxbatch/internal/follow"
 )
@@ -289,7 +290,7 @@ func (r *rpcClient) Go(ctx context.Context, servicePath, serviceMethod string, a
 		}
 		call := &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args, Done: done}
 		call.Error = r.bc.Cast(ctx, r.addr, servicePath, serviceMethod, args)
-		call.Done <- call
+		lane.Deliver(call) // never blocks the caller, as rpcx's Call.done
 		return call
 	}
 	return r.bc.Go(ctx, r.addr, servicePath, serviceMethod, args, reply, done)

@@ -146,6 +146,13 @@ func (c *conn) deliver(seq uint64, entries []codec.Entry, size int, arrived time
 		// would wait forever. A gap that lasts is a broken connection.
 		want := c.nextSeq
 		c.gapTimer = time.AfterFunc(maxGap, func() { c.gapExpired(want) })
+	} else if seq == c.nextSeq && c.gapTimer != nil {
+		// The frame the timer waits for came; it is held behind a
+		// delivery still under way (a slow read hook), which delivers it
+		// next. The lane is whole: the delivery arms a timer again if it
+		// stops at a frame still missing.
+		c.gapTimer.Stop()
+		c.gapTimer = nil
 	}
 	if c.delivering {
 		c.orderMu.Unlock()
@@ -179,9 +186,14 @@ func (c *conn) deliver(seq uint64, entries []codec.Entry, size int, arrived time
 	}
 }
 
-// gapExpired closes the connection if frame want is still missing.
+// gapExpired closes the connection if frame want is still missing: not
+// delivered, and not held either. A frame that is held waits for a
+// delivery under way (a read hook that blocks, as rpcx's
+// ReqRateLimitingPlugin with block set does): that lane is whole, and the
+// delivery arms a new timer if it stops at a frame still missing.
 func (c *conn) gapExpired(want uint64) {
 	c.orderMu.Lock()
+	_, arrived := c.held[want]
 	current := c.nextSeq == want
 	held := len(c.held)
 	if current {
@@ -191,7 +203,7 @@ func (c *conn) gapExpired(want uint64) {
 		c.gapTimer = nil
 	}
 	c.orderMu.Unlock()
-	if current && held > 0 {
+	if current && !arrived && held > 0 {
 		c.fail(fmt.Errorf("%w: frame %d never arrived (dropped before the plugin saw it?); %d later frames waited %v", codec.ErrMalformed, want, held, maxGap))
 	}
 }

@@ -66,14 +66,20 @@ func (c *deadlineCtx) Done() <-chan struct{} {
 // innerLocked returns inner, made on first use in the state the context
 // is in: ended by the entry, past its deadline, or running.
 func (c *deadlineCtx) innerLocked() context.Context {
-	if c.inner == nil {
-		// A deadline already past makes inner done at once, with
-		// DeadlineExceeded; an entry already ended cancels it.
-		c.inner, c.cancelInner = context.WithDeadline(context.Background(), c.deadline)
-		if c.err == context.Canceled {
-			c.cancelInner()
-		}
+	if c.inner != nil {
+		return c.inner
 	}
+	if c.err == context.Canceled {
+		// The entry ended first, and Err may have said so already: inner
+		// must say Canceled too, even past the deadline, when a
+		// context.WithDeadline would be done with DeadlineExceeded.
+		c.inner, c.cancelInner = context.WithCancel(context.Background())
+		c.cancelInner()
+		return c.inner
+	}
+	// A deadline already past makes inner done at once, with
+	// DeadlineExceeded, the verdict Err gave or will give.
+	c.inner, c.cancelInner = context.WithDeadline(context.Background(), c.deadline)
 	return c.inner
 }
 

@@ -33,7 +33,11 @@ type Plugin struct {
 	s           *server.Server
 	opts        Options
 	incarnation uint64
-	services    *serviceTable
+	// rpcxDeadlines is set when rpcx sets a write deadline of its own
+	// before each of its writes (server.WithWriteTimeout): the reply
+	// writer then leaves its deadline in place (replywriter.go).
+	rpcxDeadlines bool
+	services      *serviceTable
 	// router is rpcx's AddHandler table (handlers.go).
 	router  handlerRouter
 	metrics *serverMetrics
@@ -102,6 +106,8 @@ func New(s *server.Server, opts ...Option) (*Plugin, error) {
 		metrics:     newServerMetrics(o.Registry),
 		sends:       make(map[string]SendHandler),
 		conns:       make(map[net.Conn]*conn),
+		// rpcxDeadlines: see Plugin.
+		rpcxDeadlines: serverWriteTimeout(s) > 0,
 	}
 	if o.PoolSize == Disabled {
 		return p, nil

@@ -222,8 +222,13 @@ func (c *conn) writeFrame(replies []codec.Reply, credits, freed int64, notice, p
 		c.c.Close()
 		return err
 	}
-	// rpcx writes heartbeats and errors on this conn too, and without a write
-	// timeout of its own it never sets a deadline: clear ours.
-	c.c.SetWriteDeadline(time.Time{})
+	// rpcx writes heartbeats and errors on this conn too. Without a write
+	// timeout of its own it never sets a deadline: clear ours. With one,
+	// it sets its own before each write, and a clear could land just
+	// after, while that write waits for the peer: it would then wait
+	// without a bound (a deadline applies to writes in progress too).
+	if !c.p.rpcxDeadlines {
+		c.c.SetWriteDeadline(time.Time{})
+	}
 	return nil
 }

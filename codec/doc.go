@@ -27,6 +27,25 @@
 // Version is bumped on any incompatible change; a decoder refuses a frame of
 // another version with ErrVersion.
 //
+// # Compatibility
+//
+// Clients and servers of different releases meet during every rolling
+// upgrade, so the wire format is a promise. testdata/wire records the
+// messages of Version 1 (handshake request and response, batch, reply,
+// both credit forms, drain notice, both heartbeats), and TestWireGolden
+// checks that they still decode as recorded and that today's encoders
+// write them byte for byte. A change must keep that test passing
+// unchanged: never move, drop, retype or reinterpret a recorded field,
+// and never make a recorded message invalid. New behaviour is added the
+// way byte credits and compression were: the client announces it with a
+// new key in the handshake request's metadata, the server answers with a
+// new key in the response's metadata, and a new form of a message (the
+// four-field credit) goes only to a lane that announced it; a new
+// server-pushed method (MethodDrain) is one older lanes ignore. Only a
+// change that cannot be made so bumps Version, and then old and new
+// releases no longer share lanes: record the new version's messages
+// beside the old ones.
+//
 // The package starts no goroutines and holds no locks; its encoders write
 // through internal/mpack, the module's one msgpack writer.
 package codec

@@ -112,7 +112,7 @@ func (p *PlainCaller) Go(ctx context.Context, addr, service, method string, args
 	u, err := p.conn(ctx, addr)
 	if err != nil {
 		call := &client.Call{ServicePath: service, ServiceMethod: method, Args: args, Reply: reply, Error: err, Done: done}
-		done <- call
+		plainconn.Deliver(call) // never blocks the caller, as rpcx's Call.done
 		return call
 	}
 	// Nothing here retires a client, so the use can end before the call

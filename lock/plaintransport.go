@@ -147,10 +147,14 @@ func (p *PlainTransport) Close() error {
 // does not end the call when ctx ends). A failed dial completes it at
 // once.
 func (p *PlainTransport) Go(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any, done chan *client.Call) *client.Call {
+	if done == nil {
+		// A completion on a nil channel would block for good.
+		done = make(chan *client.Call, 1)
+	}
 	c, err := p.client(ctx, addr)
 	if err != nil {
 		call := &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args, Reply: reply, Error: err, Done: done}
-		done <- call
+		plainconn.Deliver(call) // never blocks the caller, as rpcx's Call.done
 		return call
 	}
 	return c.Go(ctx, servicePath, serviceMethod, args, reply, done)

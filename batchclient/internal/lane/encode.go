@@ -53,7 +53,7 @@ func (l *Lane) newEntry(ctx context.Context, kind codec.Kind, path, method strin
 	e.SerializeType = uint8(l.cfg.SerializeType)
 	e.Payload = e.buf
 	if m, ok := ctx.Value(ReqMetaKey).(map[string]string); ok && len(m) > 0 {
-		e.Metadata = copyMetadata(ctx, m)
+		e.Metadata = CopyMetadata(ctx, m)
 	}
 	e.deadline, _ = ctx.Deadline()
 	e.size = codec.EntrySize(&e.Entry)
@@ -96,20 +96,20 @@ func (l *Lane) newDeferredEntry(ctx context.Context, path, method string, args a
 	e.SerializeType = uint8(l.cfg.SerializeType)
 	e.buf, e.Payload = e.buf[:0], nil
 	if m, ok := ctx.Value(ReqMetaKey).(map[string]string); ok && len(m) > 0 {
-		e.Metadata = copyMetadata(ctx, m)
+		e.Metadata = CopyMetadata(ctx, m)
 	}
 	e.deadline, _ = ctx.Deadline()
 	e.size = codec.EntrySize(&e.Entry)
 	return e, nil
 }
 
-// copyMetadata copies the request metadata m found in ctx: rpcx's XClient
+// CopyMetadata copies the request metadata m found in ctx: rpcx's XClient
 // writes the auth token into this map. A function of its own, off the
 // common path: ranging over a map takes a large stack frame, and every
 // caller's stack would grow for it.
 //
 //go:noinline
-func copyMetadata(ctx context.Context, m map[string]string) map[string]string {
+func CopyMetadata(ctx context.Context, m map[string]string) map[string]string {
 	if sc, ok := ctx.(*share.Context); ok {
 		sc.Lock()
 		defer sc.Unlock()
@@ -122,22 +122,43 @@ func copyMetadata(ctx context.Context, m map[string]string) map[string]string {
 }
 
 // DecodeReply decodes an encoded reply with the client's codec. A codec
-// that panics on the server's bytes (a custom decoder, say) fails only
-// this call.
+// that fails or panics on the server's bytes (a reply type that does not
+// match the server's, a custom decoder) fails only this call, with a
+// decodeError: a client.ServiceError, as rpcx's client makes of a reply
+// it cannot decode.
 // A caller decoding its own reply passes a nil fc. The reply never
 // aliases raw, which the lane reuses, unless own says raw is the call's
 // alone: then the reply may keep it (see fastcodec.MayAlias).
 func DecodeReply(fc *fastcodec.Codec, st protocol.SerializeType, raw []byte, reply any, own bool) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: decoding the reply panicked: %v", ErrDecode, r)
+			err = &decodeError{fmt.Errorf("%w: the codec panicked decoding the reply: %v", ErrDecode, r)}
 		}
 	}()
 	switch {
 	case own:
-		return fastcodec.DecodeShared(st, raw, reply)
+		err = fastcodec.DecodeShared(st, raw, reply)
 	case fc != nil:
-		return fc.Decode(st, raw, reply)
+		err = fc.Decode(st, raw, reply)
+	default:
+		err = fastcodec.Decode(st, raw, reply)
 	}
-	return fastcodec.Decode(st, raw, reply)
+	if err != nil {
+		return &decodeError{fmt.Errorf("%w: %w", ErrDecode, err)}
+	}
+	return nil
 }
+
+// decodeError fails a call whose reply did not decode. It is a
+// client.ServiceError, as rpcx v1.9.4's client makes a reply decode
+// failure one (client.go, input: strErr): the server ran the call, so
+// rpcx's XClient must not run it again under Failover or Failtry, and
+// does not for a ServiceError. It wraps ErrDecode and the codec's error.
+type decodeError struct{ err error }
+
+func (e *decodeError) Error() string { return e.err.Error() }
+
+// IsServiceError makes decodeError a client.ServiceError.
+func (e *decodeError) IsServiceError() bool { return true }
+
+func (e *decodeError) Unwrap() error { return e.err }

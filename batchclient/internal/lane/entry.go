@@ -36,7 +36,7 @@ type entry struct {
 const (
 	argsQueued    int32 = iota // not yet taken by the writer
 	argsEncoding               // the writer is encoding them
-	argsWithdrawn              // the caller returned first; the writer drops the entry
+	argsWithdrawn              // the caller returned before the entry was written; the writer drops the entry
 	argsEncoded                // encoded: the caller's arguments are free again
 	argsDone                   // the writer is done with the entry
 )
@@ -46,12 +46,18 @@ const (
 // arguments, and recycles the entry when the writer is done with it too.
 func (e *entry) withdraw() {
 	if e.argState.CompareAndSwap(argsQueued, argsWithdrawn) {
-		return // the writer will drop it; it is garbage then
+		return // the writer drops it, and recycles it
 	}
 	for e.argState.Load() == argsEncoding {
 		// Encoding takes microseconds; this only happens when the call
 		// ended (context, lost lane) in the middle of it.
 		runtime.Gosched()
+	}
+	if e.argState.CompareAndSwap(argsEncoded, argsWithdrawn) {
+		// Encoded and held back by the byte window: the call is over, so
+		// it is not written either; the writer drops it, and recycles
+		// it, on its next look.
+		return
 	}
 	if e.argState.Load() == argsDone {
 		putEntry(e)

@@ -7,28 +7,25 @@ import (
 	"github.com/smallnest/rpcx/client"
 )
 
-// The errors a lane fails entries with. Package batchclient exports each
-// under the same name (its documentation is the user's); they live here
-// because the lane makes them.
+// The errors a lane fails entries with. They live here because the lane
+// makes them; package batchclient exports each under the same name, and
+// its doc comment is the one text of each (the user's): these say only
+// which one they are.
 var (
-	// ErrOverloaded fails an entry that meets a full queue under FailFast.
+	// ErrOverloaded is batchclient.ErrOverloaded.
 	ErrOverloaded = errors.New("rpcxbatch: lane queue is full; back off or raise the queue limits")
-	// ErrConnection wraps the cause when the lane's connection was lost.
+	// ErrConnection is batchclient.ErrConnection.
 	ErrConnection = errors.New("rpcxbatch: connection to the batch peer lost")
-	// ErrHeartbeat is the cause (inside ErrConnection) when the peer owed
-	// an answer past HeartbeatTimeout.
+	// ErrHeartbeat is batchclient.ErrHeartbeat.
 	ErrHeartbeat = errors.New("rpcxbatch: peer missed its heartbeats")
-	// ErrTooLarge fails an entry bigger than the frame byte cap.
+	// ErrTooLarge is batchclient.ErrTooLarge.
 	ErrTooLarge = errors.New("rpcxbatch: entry exceeds the frame byte cap; send a smaller payload or raise MaxFrameBytes on both sides")
-	// ErrUnsupportedCodec fails an entry whose serialize type rpcx has no
-	// codec for. It wraps rpcx's client.ErrUnsupportedCodec, the error
-	// rpcx's own client fails such a call with.
+	// ErrUnsupportedCodec is batchclient.ErrUnsupportedCodec.
 	ErrUnsupportedCodec = fmt.Errorf("rpcxbatch: no rpcx codec for this serialize type; register one in share.Codecs or pick another: %w", client.ErrUnsupportedCodec)
-	// ErrEncode wraps a codec's error or panic while encoding arguments.
+	// ErrEncode is batchclient.ErrEncode.
 	ErrEncode = errors.New("rpcxbatch: cannot encode the arguments; check that the codec supports their type")
-	// ErrDecode wraps a codec's panic while decoding a reply.
+	// ErrDecode is batchclient.ErrDecode.
 	ErrDecode = errors.New("rpcxbatch: cannot decode the reply; check that the reply type matches the server's")
-	// ErrDraining fails an entry not written because the server began a
-	// graceful shutdown.
+	// ErrDraining is batchclient.ErrDraining.
 	ErrDraining = errors.New("rpcxbatch: the batch peer is shutting down and did not run this entry; retry it on another server")
 )

@@ -226,7 +226,9 @@ type Pending struct {
 	// whose bytes it has just read and which take it a moment; a larger
 	// one it copies into Raw and sets Undecoded, and the caller decodes it
 	// on its own goroutine, so one big reply does not hold up the lane's
-	// other replies.
+	// other replies. A failed call's reply (what its handler filled in)
+	// is always left to such a caller: it decodes it only if it returns
+	// the handler's error (see batchclient's callResult).
 	DeferDecode bool
 	Undecoded   bool
 	Raw         []byte

@@ -133,6 +133,18 @@ func (l *Lane) complete(rp *codec.Reply, pc *Pending, fc *fastcodec.Codec) {
 	case rp.Status == codec.StatusError:
 		err = ServiceError(rp.Error)
 		call.ResMetadata = withServiceError(rp.Metadata, rp.Error)
+		// The reply the handler filled in before it failed: rpcx's server
+		// sends it beside the error and rpcx's client decodes it into the
+		// call's reply, ignoring a decode error; so does this (a Call's
+		// caller, unless it returns its context's error instead).
+		switch {
+		case len(rp.Payload) == 0 || call.Reply == nil:
+		case pc.DeferDecode:
+			pc.Raw = append(pc.Raw[:0], rp.Payload...)
+			pc.Undecoded = true
+		default:
+			_ = DecodeReply(fc, l.cfg.SerializeType, rp.Payload, call.Reply, false)
+		}
 	case pc.DeferDecode && len(rp.Payload) > maxReaderDecode:
 		pc.Raw = append(pc.Raw[:0], rp.Payload...)
 		pc.Undecoded = true

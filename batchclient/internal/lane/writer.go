@@ -155,7 +155,12 @@ func (l *Lane) encodeDeferred(ws *writerState, batch []*entry, budget int64) []*
 				budget -= int64(e.size)
 				continue
 			}
-			dropped++ // withdrawn: the call is over, and e is its caller's
+			// Withdrawn: the call is over, and its caller has let go
+			// of e (entry.withdraw).
+			dropped++
+			ws.argBufs.put(e.buf)
+			e.buf, e.Payload = nil, nil
+			putEntry(e)
 			continue
 		}
 		if !resolved {
