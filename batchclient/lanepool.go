@@ -30,9 +30,17 @@ import (
 // load.
 const growSettle = 10 * time.Millisecond
 
-// fencePoll is how often the manager looks at the fences of a change and
-// at its retiring lanes.
-const fencePoll = time.Millisecond
+// fencePoll is how often the manager looks at the fences of a change;
+// retirePoll how often at its retiring lanes when no change is under way
+// (one may hold a long call).
+const (
+	fencePoll  = time.Millisecond
+	retirePoll = 10 * time.Millisecond
+)
+
+// growBackoff is how long a pool whose last dial for another lane failed
+// waits before it dials again.
+const growBackoff = time.Second
 
 // underusedBusy is the share of one lane's time the pool's writers may be
 // busy beyond what one lane fewer carries, for the pool to count as
@@ -48,8 +56,10 @@ type lanePool struct {
 	retiring []*lane.Lane // out of the view, finishing what they hold
 	max      int
 	// moving is set while a change's fences have not passed.
-	moving     *keyMove
-	lastChange time.Time
+	moving *keyMove
+	// nextGrow is when the pool may open a lane again: growSettle after
+	// a change, growBackoff after a dial that failed.
+	nextGrow time.Time
 	// The last idle check's readings: the writers' busy time and window
 	// stalls of the lanes then in the view, and whether any lane reported
 	// itself saturated since.
@@ -102,7 +112,7 @@ func (p *peer) firstLanes(cap int) int {
 // and shrinks the pool with its load meanwhile.
 func (p *peer) serve(lanes []*lane.Lane) (dead *lane.Lane, all []*lane.Lane) {
 	lp := &lanePool{p: p, lanes: lanes, max: p.laneCap(lanes[0].Handshake().PoolSize),
-		lastChange: time.Now(), lastCheck: time.Now()}
+		nextGrow: time.Now().Add(growSettle), lastCheck: time.Now()}
 	lp.lastBusy, lp.lastStalls = lp.busy()
 	for i, l := range lanes {
 		l.SetKeySlot(i, len(lanes))
@@ -120,14 +130,21 @@ func (p *peer) serve(lanes []*lane.Lane) (dead *lane.Lane, all []*lane.Lane) {
 			idle.Stop()
 		}
 	}()
-	fastOn := false
+	var every time.Duration // the fast poll's period, 0 while stopped
 	for {
-		// The fast poll runs only while a change is under way; the idle
-		// check only while the pool has lanes to spare: an idle peer at
-		// its minimum wakes for nothing.
-		if want := lp.moving != nil || len(lp.retiring) > 0; want != fastOn {
-			if fastOn = want; want {
-				fast.Reset(fencePoll)
+		// The fast poll runs only while a change is under way or a lane
+		// retires; the idle check only while the pool has lanes to spare:
+		// an idle peer at its minimum wakes for nothing.
+		want := time.Duration(0)
+		switch {
+		case lp.moving != nil:
+			want = fencePoll
+		case len(lp.retiring) > 0:
+			want = retirePoll
+		}
+		if want != every {
+			if every = want; want > 0 {
+				fast.Reset(want)
 			} else {
 				fast.Stop()
 			}
@@ -154,9 +171,7 @@ func (p *peer) serve(lanes []*lane.Lane) (dead *lane.Lane, all []*lane.Lane) {
 			return nil, lp.all()
 		case <-p.saturated:
 			lp.saturated = true
-			if l := lp.grow(); l != nil {
-				return l, lp.all()
-			}
+			lp.grow()
 		case <-fast.C:
 			lp.poll()
 		case <-idleC:
@@ -197,25 +212,28 @@ func (lp *lanePool) busy() (busy time.Duration, stalls int64) {
 	return busy, stalls
 }
 
-// grow opens one more lane if the pool may have one now. It returns a
-// lane of the view that failed meanwhile, if one did.
-func (lp *lanePool) grow() *lane.Lane {
+// grow opens one more lane if the pool may have one now. The dial runs on
+// the manager's goroutine: meanwhile a lane's failure waits for it (the
+// dial is bounded by DialTimeout and HandshakeTimeout, and ends with
+// Stop).
+func (lp *lanePool) grow() {
 	p := lp.p
-	if len(lp.lanes) >= lp.max || lp.moving != nil || time.Since(lp.lastChange) < growSettle {
-		return nil
+	if len(lp.lanes) >= lp.max || lp.moving != nil || time.Now().Before(lp.nextGrow) {
+		return
 	}
 	conn, hs, err := p.env.dial.Dial(p.stop)
 	if err != nil {
-		// The pool carries on as it is; the next saturation tries again.
-		lp.lastChange = time.Now()
-		return nil
+		// The pool carries on as it is; a saturation a while later tries
+		// again (not at every one: a server refusing connections).
+		lp.nextGrow = time.Now().Add(growBackoff)
+		return
 	}
 	if hs.Incarnation != lp.lanes[0].Handshake().Incarnation {
 		// The server restarted: its old lanes are about to fail, and the
 		// pool is built anew then.
 		conn.Close()
-		lp.lastChange = time.Now()
-		return nil
+		lp.nextGrow = time.Now().Add(growBackoff)
+		return
 	}
 	l := lane.New(p.env.lane, p.key, conn, hs)
 	// Its keys are its own before anyone can pick it.
@@ -223,7 +241,6 @@ func (lp *lanePool) grow() *lane.Lane {
 	lp.change(append(append([]*lane.Lane(nil), lp.lanes...), l), nil)
 	p.env.metrics.lanesAdded.Inc(1)
 	p.env.lanesOpened(1)
-	return nil
 }
 
 // idleCheck retires the newest lane when the pool was underused since the
@@ -233,10 +250,14 @@ func (lp *lanePool) idleCheck() {
 	busy, stalls := lp.busy()
 	span := now.Sub(lp.lastCheck)
 	used := busy - lp.lastBusy
-	underused := !lp.saturated && stalls == lp.lastStalls &&
+	fits := lp.windowFits() // read every check: it starts the next span
+	underused := !lp.saturated && stalls == lp.lastStalls && fits &&
 		float64(used) < float64(len(lp.lanes)-1)*underusedBusy*float64(span)
 	lp.saturated = false
-	if underused && lp.moving == nil && len(lp.lanes) > lp.p.firstLanes(lp.max) {
+	// A server that pushes keeps the connection a call came on
+	// (RemoteConnContextKey) to push on later, as it would keep a plain
+	// rpcx connection: a client that listens for pushes keeps its lanes.
+	if underused && lp.moving == nil && len(lp.lanes) > lp.p.firstLanes(lp.max) && !lp.p.env.pushWanted() {
 		last := lp.lanes[len(lp.lanes)-1]
 		// Out of the view first, so that pick no longer hands it out;
 		// then it refuses whoever picked it from the old view.
@@ -246,6 +267,19 @@ func (lp *lanePool) idleCheck() {
 		busy, stalls = lp.busy()
 	}
 	lp.lastCheck, lp.lastBusy, lp.lastStalls = now, busy, stalls
+}
+
+// windowFits reports whether the most entries the pool's lanes had
+// unfinished at once since the last check would fit, at half the
+// server's window each, in one lane fewer: a pool whose lanes each hold
+// much of their window (slow handlers) would stall again at once.
+func (lp *lanePool) windowFits() bool {
+	most := 0
+	for _, l := range lp.lanes {
+		most += l.PeakUnfinished()
+	}
+	window := lp.lanes[0].Handshake().Window
+	return most <= (len(lp.lanes)-1)*window/2
 }
 
 // change publishes lanes as the pool's view, retiring retired (the lane
@@ -263,7 +297,7 @@ func (lp *lanePool) change(lanes []*lane.Lane, retired *lane.Lane) {
 			m.fences[i] = l.SetKeySlot(i, len(lanes))
 		}
 	}
-	lp.lanes, lp.moving, lp.lastChange = lanes, m, time.Now()
+	lp.lanes, lp.moving, lp.nextGrow = lanes, m, time.Now().Add(growSettle)
 }
 
 // poll ends a change whose fences passed, and closes the retiring lanes
@@ -275,17 +309,15 @@ func (lp *lanePool) poll() {
 	}
 	kept := lp.retiring[:0]
 	for _, l := range lp.retiring {
-		select {
-		case <-l.Dead():
-			lp.p.env.lanesOpened(-1)
-			continue
-		default:
-		}
 		if l.CloseRetired() {
 			lp.p.env.lanesOpened(-1)
 			continue
 		}
 		kept = append(kept, l)
+	}
+	if len(kept) < len(lp.retiring) {
+		// The shared-context watches let go of the closed lanes.
+		lp.p.env.lanesClosed()
 	}
 	clear(lp.retiring[len(kept):])
 	lp.retiring = kept

@@ -38,8 +38,13 @@ type peerEnv struct {
 	minLanes, maxLanes int
 	laneIdle           time.Duration
 	// lanesOpened adds n (negative: closed) to the Client's count of open
-	// lanes and its gauge.
+	// lanes and its gauge; lanesClosed lets the Client drop what it keeps
+	// of lanes that closed (a retired lane's).
 	lanesOpened func(n int)
+	lanesClosed func()
+	// pushWanted reports whether the client listens for the server's
+	// pushes (a server-message channel is registered for the address).
+	pushWanted func() bool
 	// rpcx is the option the plain rpcx client connects with.
 	rpcx client.Option
 
@@ -89,6 +94,8 @@ func (c *Client) peerEnv(key, network, host string) peerEnv {
 		lanesOpened: func(n int) {
 			c.metrics.lanesOpen.Update(c.lanesOpen.Add(int64(n)))
 		},
+		lanesClosed: c.dropDeadLanes,
+		pushWanted:  func() bool { return c.push.has(key) },
 		rpcx: o.RPCX,
 		metrics: peerMetrics{
 			fallbacks: c.metrics.fallbacks, reconnects: c.metrics.reconnects, errDown: c.metrics.errDown,

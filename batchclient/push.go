@@ -70,6 +70,14 @@ func (c *Client) UnregisterServerMessageChan(addr string) {
 	c.push.unregister(addr, c)
 }
 
+// has reports whether a channel is registered for addr.
+func (t *pushTable) has(addr string) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	_, ok := t.sinks[addr]
+	return ok
+}
+
 // register makes ch the channel of addr, on behalf of owner: an RPCClient
 // of the XClient of builder xc or, with xc nil, the Client.
 func (t *pushTable) register(addr string, owner any, xc *builder, ch chan<- *protocol.Message) {

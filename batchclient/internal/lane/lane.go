@@ -97,6 +97,7 @@ type Lane struct {
 	// credited back (the reader's).
 	retireErr                 error
 	keyIndex, keyLanes        int // SetKeySlot
+	peakUnfinished            int // PeakUnfinished
 	queuedTotal, nonCallTotal uint64
 	takenTotal, writtenTotal  uint64
 	credited                  atomic.Uint64

@@ -111,6 +111,17 @@ func (l *Lane) saturated() {
 	}
 }
 
+// PeakUnfinished reports the most entries the lane had unfinished at once
+// since the last call (or since it began), and starts the next span at
+// what it has now.
+func (l *Lane) PeakUnfinished() int {
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	peak := l.peakUnfinished
+	l.peakUnfinished = l.unfinished
+	return peak
+}
+
 // Busy reports the total time the lane's socket owner spent flushing and
 // the times the server's window held entries back, both since the lane
 // began: its peer compares two readings to judge how much of the pool

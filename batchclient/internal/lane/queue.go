@@ -335,6 +335,7 @@ func (l *Lane) take(dst []*entry) []*entry {
 	l.inWrite = size
 	l.qBytesNow.Store(int64(l.qBytes + l.inWrite))
 	l.unfinished += n
+	l.peakUnfinished = max(l.peakUnfinished, l.unfinished)
 	l.cfg.Metrics.QueueDepth.Update(int64(rest))
 	if full {
 		l.wakeLocked()
