@@ -96,7 +96,7 @@ func (c *Client) peerEnv(key, network, host string) peerEnv {
 		},
 		lanesClosed: c.dropDeadLanes,
 		pushWanted:  func() bool { return c.push.has(key) },
-		rpcx: o.RPCX,
+		rpcx:        o.RPCX,
 		metrics: peerMetrics{
 			fallbacks: c.metrics.fallbacks, reconnects: c.metrics.reconnects, errDown: c.metrics.errDown,
 			lanesAdded: c.metrics.lanesAdded, lanesRetired: c.metrics.lanesRetired,
