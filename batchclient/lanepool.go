@@ -3,6 +3,8 @@ package batchclient
 import (
 	"time"
 
+	"github.com/smallnest/rpcx/client"
+
 	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
 )
 
@@ -70,18 +72,43 @@ type lanePool struct {
 }
 
 // keyMove is a change in the number of lanes whose moved keys wait: from
-// are the lanes before it, fences what each had been given then.
+// are the lanes before it, fences what each had been given then, calls
+// the fence calls sent on those that stay (nil: none, or answered), and
+// done the lanes whose fence has passed.
 type keyMove struct {
 	from   []*lane.Lane
 	fences []lane.Fence
+	calls  []*client.Call
+	done   []bool
 }
 
-// passed reports whether every fence of the move has passed.
+// passed reports whether every fence of the move has passed: on a lane
+// that stays, its fence call was answered (the server ran every send
+// before it); on the lane retired, or where the server has no fence (an
+// error reply), or no fence call could be queued, its credits came back
+// (lane.Passed: exact on a retired lane, which takes nothing after its
+// fence).
 func (m *keyMove) passed() bool {
 	for i, l := range m.from {
+		if m.done[i] {
+			continue
+		}
+		if c := m.calls[i]; c != nil {
+			select {
+			case <-c.Done:
+				m.calls[i] = nil
+				if c.Error == nil {
+					m.done[i] = true
+					continue
+				}
+			default:
+				return false
+			}
+		}
 		if !l.Passed(m.fences[i]) {
 			return false
 		}
+		m.done[i] = true
 	}
 	return true
 }
@@ -288,13 +315,18 @@ func (lp *lanePool) windowFits() bool {
 // caller of the old view queues meanwhile is within its lane's fence, and
 // once its lane has the fence it refuses the keys it lost (SetKeySlot).
 func (lp *lanePool) change(lanes []*lane.Lane, retired *lane.Lane) {
-	m := &keyMove{from: lp.lanes, fences: make([]lane.Fence, len(lp.lanes))}
+	n := len(lp.lanes)
+	m := &keyMove{from: lp.lanes, fences: make([]lane.Fence, n), calls: make([]*client.Call, n), done: make([]bool, n)}
 	lp.p.setPool(lanes, m)
 	for i, l := range lp.lanes {
 		if l == retired {
 			m.fences[i] = l.Retire()
-		} else {
-			m.fences[i] = l.SetKeySlot(i, len(lanes))
+			continue
+		}
+		m.fences[i] = l.SetKeySlot(i, len(lanes))
+		// Behind everything the lane took before its fence.
+		if call, err := l.SendFence(); err == nil {
+			m.calls[i] = call
 		}
 	}
 	lp.lanes, lp.moving, lp.nextGrow = lanes, m, time.Now().Add(growSettle)

@@ -26,6 +26,9 @@ type sendItem struct {
 	ec *entryCtx
 	e  *codec.Entry
 	fr *frameHold
+	// fence marks a lane's fence call (codec.MethodFence): in its turn it
+	// is answered, not run.
+	fence bool
 }
 
 // queueSend appends a send entry to the connection's queue.
@@ -56,6 +59,12 @@ func (c *conn) runSends() {
 		q.mu.Unlock()
 		for i := range batch {
 			it := &batch[i]
+			if it.fence {
+				// Every send before it has run.
+				c.queueReply(codec.Reply{ID: it.e.ID, Status: codec.StatusOK}, it.fr, false)
+				batch[i] = sendItem{}
+				continue
+			}
 			if it.ec == nil {
 				it.ec = entryContext(c, it.e, it.fr.arrived, it.fr)
 			}

@@ -14,6 +14,13 @@ const (
 	MethodReply = "Reply"
 	// MethodCredit hands window back for finished casts and sends (server-pushed, oneway).
 	MethodCredit = "Credit"
+	// MethodFence, as the method of a call entry on ServicePath, asks the
+	// server to answer (an empty reply) once it has run every send entry
+	// the lane wrote before it; its calls and casts before it have all
+	// started by then. A lane sends one when its keys move to another lane
+	// (batchclient's lane sizing). A server before this method answers it
+	// with an error, and the lane then judges by its credits.
+	MethodFence = "Fence"
 )
 
 // Registry metadata keys. A server advertised through rpcxbatch's register

@@ -3,6 +3,10 @@ package lane
 import (
 	"errors"
 	"fmt"
+
+	"github.com/smallnest/rpcx/client"
+
+	"github.com/rpcxbatch/rpcxbatch/codec"
 )
 
 // Retiring. A peer whose pool has more lanes than its load needs retires
@@ -134,3 +138,42 @@ func (l *Lane) Passed(f Fence) bool {
 	l.qmu.Unlock()
 	return written >= f.queued && l.credited.Load() >= f.nonCall
 }
+
+// SendFence queues a fence call (codec.MethodFence) behind everything the
+// lane has queued, if there is room at once, and returns it: its Done
+// receives it when the server has run every send the lane wrote before it.
+// An error (no room, the lane dead or draining) or an error reply (a
+// server that has no fence) leaves its caller to judge by Passed.
+func (l *Lane) SendFence() (*client.Call, error) {
+	call := &client.Call{ServicePath: codec.ServicePath, ServiceMethod: codec.MethodFence, Done: make(chan *client.Call, 1)}
+	pc := &Pending{Call: call}
+	est, err := l.admit(0, closedDone, errFenceNoRoom)
+	if err != nil {
+		return nil, err
+	}
+	e := getEntry()
+	e.Kind, e.ServicePath, e.ServiceMethod = codec.KindCall, codec.ServicePath, codec.MethodFence
+	e.SerializeType = uint8(l.cfg.SerializeType)
+	e.size = codec.EntrySize(&e.Entry)
+	id := l.register(pc)
+	e.ID = id
+	if _, err := l.enqueue(e, est, false, pc, closedDone, errFenceNoRoom); err != nil {
+		putEntry(e)
+		if l.Claim(id) == nil {
+			return nil, ErrFinished
+		}
+		return nil, err
+	}
+	return call, nil
+}
+
+// closedDone is a done channel that has ended: SendFence does not wait
+// for room.
+var closedDone = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// errFenceNoRoom is SendFence's error when the queue has no room at once.
+func errFenceNoRoom() error { return ErrOverloaded }
