@@ -41,7 +41,9 @@
 // new key in the handshake request's metadata, the server answers with a
 // new key in the response's metadata, and a new form of a message (the
 // four-field credit) goes only to a lane that announced it; a new
-// server-pushed method (MethodDrain) is one older lanes ignore. Only a
+// server-pushed method (MethodDrain) is one older lanes ignore; a new
+// call a lane makes of the server (MethodFence) is one an older server
+// answers with an error, which the lane takes as "not here". Only a
 // change that cannot be made so bumps Version, and then old and new
 // releases no longer share lanes: record the new version's messages
 // beside the old ones.
