@@ -62,13 +62,11 @@ type lanePool struct {
 	// nextGrow is when the pool may open a lane again: growSettle after
 	// a change, growBackoff after a dial that failed.
 	nextGrow time.Time
-	// The last idle check's readings: the writers' busy time and window
-	// stalls of the lanes then in the view, and whether any lane reported
-	// itself saturated since.
-	lastCheck  time.Time
-	lastBusy   time.Duration
-	lastStalls int64
-	saturated  bool
+	// The last idle check's readings of the lanes then in the view, and
+	// whether any lane reported itself saturated since.
+	lastCheck time.Time
+	last      lane.Load
+	saturated bool
 }
 
 // keyMove is a change in the number of lanes whose moved keys wait: from
@@ -140,7 +138,7 @@ func (p *peer) firstLanes(cap int) int {
 func (p *peer) serve(lanes []*lane.Lane) (dead *lane.Lane, all []*lane.Lane) {
 	lp := &lanePool{p: p, lanes: lanes, max: p.laneCap(lanes[0].Handshake().PoolSize),
 		nextGrow: time.Now().Add(growSettle), lastCheck: time.Now()}
-	lp.lastBusy, lp.lastStalls = lp.busy()
+	lp.last = lp.load()
 	for i, l := range lanes {
 		l.SetKeySlot(i, len(lanes))
 	}
@@ -181,7 +179,7 @@ func (p *peer) serve(lanes []*lane.Lane) (dead *lane.Lane, all []*lane.Lane) {
 			if idle == nil {
 				idle = time.NewTicker(p.env.laneIdle)
 				lp.lastCheck = time.Now()
-				lp.lastBusy, lp.lastStalls = lp.busy()
+				lp.last = lp.load()
 				lp.saturated = false
 			}
 			idleC = idle.C
@@ -229,14 +227,17 @@ func (lp *lanePool) all() []*lane.Lane {
 	return append(append([]*lane.Lane(nil), lp.lanes...), lp.retiring...)
 }
 
-// busy sums the lanes' busy time and window stalls.
-func (lp *lanePool) busy() (busy time.Duration, stalls int64) {
+// load sums what the lanes have done.
+func (lp *lanePool) load() lane.Load {
+	var sum lane.Load
 	for _, l := range lp.lanes {
-		b, s := l.Busy()
-		busy += b
-		stalls += s
+		ld := l.Load()
+		sum.Busy += ld.Busy
+		sum.Frames += ld.Frames
+		sum.Entries += ld.Entries
+		sum.Stalls += ld.Stalls
 	}
-	return busy, stalls
+	return sum
 }
 
 // grow opens one more lane if the pool may have one now. The dial runs on
@@ -271,15 +272,21 @@ func (lp *lanePool) grow() {
 }
 
 // idleCheck retires the newest lane when the pool was underused since the
-// last check.
+// last check: no lane saturated, no window stall, and with one lane fewer
+// the writers would be busy less than underusedBusy of a lane's time, the
+// frames would carry less than half of lane.ShareEntries, and the lanes'
+// unfinished entries would fit half the windows (windowFits).
 func (lp *lanePool) idleCheck() {
 	now := time.Now()
-	busy, stalls := lp.busy()
+	ld := lp.load()
 	span := now.Sub(lp.lastCheck)
-	used := busy - lp.lastBusy
+	n := len(lp.lanes)
+	used := ld.Busy - lp.last.Busy
+	frames, entries := ld.Frames-lp.last.Frames, ld.Entries-lp.last.Entries
 	fits := lp.windowFits() // read every check: it starts the next span
-	underused := !lp.saturated && stalls == lp.lastStalls && fits &&
-		float64(used) < float64(len(lp.lanes)-1)*underusedBusy*float64(span)
+	underused := !lp.saturated && ld.Stalls == lp.last.Stalls && fits &&
+		float64(used) < float64(n-1)*underusedBusy*float64(span) &&
+		(frames == 0 || float64(entries)*float64(n) < float64(lane.ShareEntries/2)*float64(frames)*float64(n-1))
 	lp.saturated = false
 	// A server that pushes keeps the connection a call came on
 	// (RemoteConnContextKey) to push on later, as it would keep a plain
@@ -291,9 +298,9 @@ func (lp *lanePool) idleCheck() {
 		lp.change(lp.lanes[:len(lp.lanes)-1:len(lp.lanes)-1], last)
 		lp.retiring = append(lp.retiring, last)
 		lp.p.env.metrics.lanesRetired.Inc(1)
-		busy, stalls = lp.busy()
+		ld = lp.load()
 	}
-	lp.lastCheck, lp.lastBusy, lp.lastStalls = now, busy, stalls
+	lp.lastCheck, lp.last = now, ld
 }
 
 // windowFits reports whether the most entries the pool's lanes had

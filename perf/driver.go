@@ -268,9 +268,20 @@ func writer(ctx context.Context, w, messages int, pace time.Duration, op opFunc,
 	}
 }
 
-// warmup runs a few operations on the fresh client, from a few writers,
-// so that connection setup, lane start and first allocations are not
-// measured; casts and sends are waited for on the server.
+// warmupWriters bounds the writers of a warm-up, and warmupPerWriter is
+// the operations each makes at least.
+const (
+	warmupWriters   = 1000
+	warmupPerWriter = 4
+)
+
+// warmup runs a few operations on the fresh client, so that connection
+// setup, lane start and first allocations are not measured; casts and
+// sends are waited for on the server. It runs them from as many writers
+// as the point has, up to warmupWriters, a few each: the batch client's
+// lanes follow the load, and a point measures a client in its steady
+// state, its pool grown (the growth from one lane is measured on its own:
+// batchclient's TestBurstGrowsLanes).
 func warmup(ctx context.Context, env *runEnv, t target, pt Point, prof *profile, args any) error {
 	n := env.cfg.Warmup
 	if n == 0 {
@@ -281,7 +292,8 @@ func warmup(ctx context.Context, env *runEnv, t target, pt Point, prof *profile,
 	}
 	wctx, cancel := context.WithTimeout(ctx, env.cfg.PointTimeout)
 	defer cancel()
-	g := min(n, pt.Writers, 16)
+	g := min(pt.Writers, warmupWriters)
+	n = max(n, warmupPerWriter*g)
 	var wg sync.WaitGroup
 	var failed atomic.Pointer[error]
 	for w := range g {

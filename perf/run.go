@@ -176,7 +176,7 @@ func printFractions(w io.Writer, results []Result, cs []Ceiling) {
 			continue
 		}
 		if f, ok := ceilingFraction(r, cs); ok {
-			fmt.Fprintf(w, "  %-4s %-13s w=%-6d pace=%-4d %10.0f/s = %5.1f %%\n", r.Op, r.Payload, r.Writers, r.PaceMS, r.OpsPerS, 100*f)
+			fmt.Fprintf(w, "  %-4s %-13s w=%-6d pace=%-4d %10.0f/s = %5.1f %%  (%d lanes)\n", r.Op, r.Payload, r.Writers, r.PaceMS, r.OpsPerS, 100*f, r.Lanes)
 		}
 	}
 }
