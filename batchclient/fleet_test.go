@@ -36,6 +36,17 @@ type fanIn struct {
 	calls, failed int64
 }
 
+// arithXClient is an XClient of the "Arith" service at addr: rpcx's own
+// (plain) or the drop-in, as a user switching over makes them.
+func arithXClient(t *testing.T, plain bool, addr string) client.XClient {
+	disc, err := client.NewPeer2PeerDiscovery("tcp@"+addr, "")
+	require.NoError(t, err)
+	if plain {
+		return client.NewXClient("Arith", client.Failfast, client.RandomSelect, disc, client.DefaultOption)
+	}
+	return batchclient.NewXClient("Arith", client.Failfast, client.RandomSelect, disc, client.DefaultOption)
+}
+
 // runFanIn serves from a child process announcing 16 lanes (plain: no
 // batch plugin) and runs clients drop-in XClients against it, each with
 // callers goroutines making a call every pace, for d; it measures the
@@ -46,13 +57,7 @@ func runFanIn(t *testing.T, plain bool, clients, callers int, pace, d time.Durat
 	require.NoError(t, err)
 	xcs := make([]client.XClient, clients)
 	for i := range xcs {
-		disc, err := client.NewPeer2PeerDiscovery("tcp@"+ch.Addr(), "")
-		require.NoError(t, err)
-		if plain {
-			xcs[i] = client.NewXClient("Arith", client.Failfast, client.RandomSelect, disc, client.DefaultOption)
-		} else {
-			xcs[i] = batchclient.NewXClient("Arith", client.Failfast, client.RandomSelect, disc, client.DefaultOption)
-		}
+		xcs[i] = arithXClient(t, plain, ch.Addr())
 	}
 	defer func() {
 		for _, xc := range xcs {
@@ -227,13 +232,7 @@ func runIdle(t *testing.T, plain bool, n int, idle time.Duration) idleCost {
 	require.NoError(t, err)
 	xcs := make([]client.XClient, n)
 	for i := range xcs {
-		disc, err := client.NewPeer2PeerDiscovery("tcp@"+ch.Addr(), "")
-		require.NoError(t, err)
-		if plain {
-			xcs[i] = client.NewXClient("Arith", client.Failfast, client.RandomSelect, disc, client.DefaultOption)
-		} else {
-			xcs[i] = batchclient.NewXClient("Arith", client.Failfast, client.RandomSelect, disc, client.DefaultOption)
-		}
+		xcs[i] = arithXClient(t, plain, ch.Addr())
 		var r testsvc.Reply
 		require.NoError(t, xcs[i].Call(ctx, "Mul", &testsvc.Args{A: 6, B: 7}, &r))
 	}
