@@ -6,13 +6,13 @@ GO ?= go
 RACE_DIRS = codec batchserver batchclient group selector plugin internal/fastcodec internal/idlemem internal/plainconn reliability lock
 RACE_PKGS = $(foreach d,$(RACE_DIRS),$(if $(wildcard $(d)/*.go),./$(d)/...))
 
-.PHONY: test vet race unit mutate bench example group-example cluster-example fuzz fuzz-long soak perf perf-quick fmt-check locks-example locks-bench locks-bench-quick
+.PHONY: test vet modcheck race unit mutate bench example group-example cluster-example fuzz fuzz-long soak perf perf-quick fmt-check locks-example locks-bench locks-bench-quick
 
 # The etcd integration tests (./registry/) and cluster-example need the etcd
 # binary; each starts its own throwaway etcd on free loopback ports.
 ETCD_HINT = apt-get install -y etcd-server (Debian/Ubuntu)
 
-test: fmt-check vet race
+test: fmt-check vet modcheck race
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -119,3 +119,13 @@ fuzz:
 		codec:FuzzReadMessage internal/fastcodec:FuzzPlanDecode internal/fastcodec:FuzzDifferential; do \
 		$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) || exit 1; \
 	done
+
+# A user's module that imports the public packages keeps its go line (this
+# module asks for no newer Go than rpcx v1.9.4 does) and builds.
+modcheck:
+	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
+	printf 'module example.com/user\n\ngo 1.26.0\n\nrequire github.com/rpcxbatch/rpcxbatch v0.0.0\n\nreplace github.com/rpcxbatch/rpcxbatch => %s\n' "$(CURDIR)" > "$$d/go.mod"; \
+	printf 'package main\n\nimport (\n\t_ "github.com/rpcxbatch/rpcxbatch/batchclient"\n\t_ "github.com/rpcxbatch/rpcxbatch/batchserver"\n)\n\nfunc main() {}\n' > "$$d/main.go"; \
+	cd "$$d" && GOFLAGS=-mod=mod $(GO) mod tidy && $(GO) build ./... && \
+	{ grep -qx 'go 1.26.0' go.mod || { echo "modcheck: go mod tidy raised a user's go line:"; cat go.mod; exit 1; }; } && \
+	echo "modcheck: a module importing batchclient and batchserver keeps go 1.26.0 and builds"

@@ -1,6 +1,6 @@
 module github.com/rpcxbatch/rpcxbatch
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/rcrowley/go-metrics v0.0.0-20250401214520-65e299d6c5c9
