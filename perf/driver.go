@@ -269,10 +269,13 @@ func writer(ctx context.Context, w, messages int, pace time.Duration, op opFunc,
 }
 
 // warmupWriters bounds the writers of a warm-up, and warmupPerWriter is
-// the operations each makes at least.
+// the operations each makes at least in a round; rounds go on until
+// warmupSpan has passed, at most warmupRounds of them.
 const (
 	warmupWriters   = 1000
 	warmupPerWriter = 4
+	warmupSpan      = 200 * time.Millisecond
+	warmupRounds    = 50
 )
 
 // warmup runs a few operations on the fresh client, so that connection
@@ -294,30 +297,36 @@ func warmup(ctx context.Context, env *runEnv, t target, pt Point, prof *profile,
 	defer cancel()
 	g := min(pt.Writers, warmupWriters)
 	n = max(n, warmupPerWriter*g)
-	var wg sync.WaitGroup
 	var failed atomic.Pointer[error]
-	for w := range g {
-		c, op := t.op(wctx, pt.Op, prof, args, w)
-		wg.Go(func() {
-			for range n / g {
-				if err := op(c); err != nil {
-					failed.Store(&err)
-					return
+	// Rounds until warmupSpan has passed (at most warmupRounds): a pool
+	// grows within tens of milliseconds of a heavy load.
+	start, done := time.Now(), 0
+	for round := 0; round == 0 || (round < warmupRounds && time.Since(start) < warmupSpan); round++ {
+		var wg sync.WaitGroup
+		for w := range g {
+			c, op := t.op(wctx, pt.Op, prof, args, w)
+			wg.Go(func() {
+				for range n / g {
+					if err := op(c); err != nil {
+						failed.Store(&err)
+						return
+					}
 				}
-			}
-		})
-	}
-	wg.Wait()
-	if e := failed.Load(); e != nil {
-		return *e
+			})
+		}
+		wg.Wait()
+		if e := failed.Load(); e != nil {
+			return *e
+		}
+		done += n / g * g
 	}
 	if pt.Op != "call" {
-		r, err := env.ctl.wait(ctx, int64(n/g*g), env.cfg.PointTimeout)
+		r, err := env.ctl.wait(ctx, int64(done), env.cfg.PointTimeout)
 		if err != nil {
 			return err
 		}
 		if !r.Reached {
-			return fmt.Errorf("server ran %d of %d warm-up %ss", r.N, n/g*g, pt.Op)
+			return fmt.Errorf("server ran %d of %d warm-up %ss", r.N, done, pt.Op)
 		}
 	}
 	_, err := env.ctl.stats(ctx) // ends the reset's sampler
