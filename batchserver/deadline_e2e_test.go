@@ -151,26 +151,33 @@ func TestNoHandlerStartsAfterItsDeadline(t *testing.T) {
 	addr := serve(t, bs)
 	c := newClient(t, batchclient.WithLanes(2))
 	waitConnected(t, c, addr)
-	load(true, func(ctx context.Context) error {
-		var r testsvc.Reply
-		return c.Call(ctx, addr, "Spin", "Work", &testsvc.Args{}, &r)
-	})
 	// Every call the server received either ran or was skipped.
 	reg := bp.Metrics()
 	settled := func() bool {
 		return batchSpin.started.Load() == batchSpin.finished.Load() &&
 			batchSpin.finished.Load()+counter(t, reg, "rpcxbatch.server.errors.deadline") == counter(t, reg, "rpcxbatch.server.calls")
 	}
-	require.True(t, eventually(20*time.Second, func() bool {
-		if !settled() {
-			return false
-		}
-		time.Sleep(100 * time.Millisecond) // frames still on their way would show up by now
-		return settled()
-	}), "calls did not settle")
-	skipped := counter(t, reg, "rpcxbatch.server.errors.deadline")
-	t.Logf("batch: %d calls received, %d handlers ran, %d started after the server's deadline, %d after the caller's; %d skipped",
-		counter(t, reg, "rpcxbatch.server.calls"), batchSpin.started.Load(), batchSpin.late.Load(), batchSpin.lateCaller.Load(), skipped)
+	// A client short of CPU (the race detector, other work on the machine)
+	// may itself drop most calls before it writes them, their callers gone
+	// (31 of 2,000 reached the server once): then the server had nothing
+	// to skip, and the load is run again, up to three times.
+	var skipped int64
+	for attempt := 0; attempt < 3 && skipped == 0; attempt++ {
+		load(true, func(ctx context.Context) error {
+			var r testsvc.Reply
+			return c.Call(ctx, addr, "Spin", "Work", &testsvc.Args{}, &r)
+		})
+		require.True(t, eventually(20*time.Second, func() bool {
+			if !settled() {
+				return false
+			}
+			time.Sleep(100 * time.Millisecond) // frames still on their way would show up by now
+			return settled()
+		}), "calls did not settle")
+		skipped = counter(t, reg, "rpcxbatch.server.errors.deadline")
+		t.Logf("batch, load %d: %d calls received, %d handlers ran, %d started after the server's deadline, %d after the caller's; %d skipped",
+			attempt+1, counter(t, reg, "rpcxbatch.server.calls"), batchSpin.started.Load(), batchSpin.late.Load(), batchSpin.lateCaller.Load(), skipped)
+	}
 
 	ps := server.NewServer()
 	plainSpin := new(Spin)
