@@ -4,13 +4,42 @@
 // server's reply frames are handed back call by call. A server without the
 // batch plugin is reached over plain rpcx instead, with the same API.
 //
+// # Switching over
+//
+// A service that uses rpcx's XClient changes one line: client.NewXClient
+// becomes NewXClient, with the same arguments (batch options may follow).
+// Call sites, selectors, fail modes, client plugins and discovery stay
+// rpcx's. The server adds batchserver.New (one line). See
+// ExampleNewXClient.
+//
+// # The direct Client
+//
+// New returns a Client that addresses servers by host:port: Call waits for
+// the reply, Go returns rpcx's *client.Call, Cast runs a method without a
+// reply, Send delivers bytes to a send handler (in order per WithKey
+// key); Info, Start, Stop and Close manage the connections. See
+// ExampleClient_Call and ExampleClient_Send.
+//
+// # Options
+//
+// The defaults suit most uses. Those people change: WithLaneRange and
+// WithLanes (lanes per server: by default they follow the load, from one
+// up to the pool the server announces), WithQueueLimits and WithOverflow
+// (how much a lane queues, and what a caller meets when it is full),
+// WithHeartbeat (how soon a silent peer is given up), WithDialTimeout,
+// WithTLS and WithAuth. FromRPCX maps an rpcx client.Option onto them, as
+// NewXClient does.
+//
+// # Internals
+//
 // Layers, each calling only the one below it:
 //
 //   - client.go: the Client API (Call, Go, Cast, Send, Info, Start, Stop,
 //     Close) over a table of peers; route picks a lane or a plain client.
-//   - peer.go, plaindial.go, redial.go, drain.go: one peer per address,
-//     a state machine (connecting, batch, plain, down, stopped,
-//     forgotten) run by one goroutine that connects the pool of lanes,
+//   - peer.go, lanepool.go, plaindial.go, redial.go, drain.go: one peer
+//     per address, a state machine (connecting, batch, plain, down,
+//     stopped, forgotten) run by one goroutine that connects the pool of
+//     lanes, grows and shrinks it with the load (lanepool.go),
 //     falls back to plain rpcx, reprobes and forgets. A peer holds no
 //     pointer to the Client: peerenv.go hands it a peerEnv value (the
 //     options it reads, its instruments, the round-robin counter it
@@ -37,9 +66,9 @@
 //	address            of an address, or   Close); ends itself once (<-done), from
 //	                   Start               down and unused          Stop and Close
 //	lane writer and    lane.New, from      Lane.Close from peer.run Lane.Close (its wg),
-//	reader, two per    peer.connect after  (Stop, Close, a lost     from peer.run and
-//	lane (see package  a handshake         lane) or the lane's own  drainPool
-//	internal/lane)                         failure
+//	reader, two per    peer.connect or     (Stop, Close, a lost     from peer.run and
+//	lane (see package  lanePool.grow after lane), CloseRetired, or  drainPool, or
+//	internal/lane)     a handshake         the lane's own failure   CloseRetired
 //	dial stop watcher  dial.Dialer.Dial,   the dial returning, or   nobody: it ends
 //	                   one per dial        peer.stop                with the dial
 //	plain dial         usePlain or         its connect returning;   the slot's Close,
