@@ -331,6 +331,11 @@ func (lp *lanePool) change(lanes []*lane.Lane, retired *lane.Lane) {
 			continue
 		}
 		m.fences[i] = l.SetKeySlot(i, len(lanes))
+		if retired != nil {
+			// A retirement moves only the retired lane's keys.
+			m.done[i] = true
+			continue
+		}
 		// Behind everything the lane took before its fence.
 		if call, err := l.SendFence(); err == nil {
 			m.calls[i] = call
