@@ -135,18 +135,28 @@ func (c *conn) deliver(seq uint64, entries []codec.Entry, size int, arrived time
 	}
 	// Deadlines count from when the frame arrived, not from when its turn
 	// came behind an earlier frame.
-	if c.held == nil {
-		c.held = make(map[uint64]heldFrame)
+	this := heldFrame{entries: entries, arrived: arrived, fr: fr}
+	// The frame due next, with no delivery under way, runs at once without
+	// a stop in the table: a lane's frames mostly come in order, and a
+	// light lane then never makes a table at all.
+	now := seq == c.nextSeq && !c.delivering
+	if !now {
+		if c.held == nil {
+			c.held = make(map[uint64]heldFrame)
+		}
+		c.held[seq] = this
 	}
-	c.held[seq] = heldFrame{entries: entries, arrived: arrived, fr: fr}
-	if gap && c.gapTimer == nil {
+	switch {
+	case now:
+		// Delivered below, where a timer armed for it stops.
+	case gap && c.gapTimer == nil:
 		// A frame before this one is missing. rpcx hands frames to
 		// goroutines, so it is normally a moment away; but rpcx may also
 		// have dropped it (a rate-limiting plugin), and then this lane
 		// would wait forever. A gap that lasts is a broken connection.
 		want := c.nextSeq
 		c.gapTimer = time.AfterFunc(maxGap, func() { c.gapExpired(want) })
-	} else if seq == c.nextSeq && c.gapTimer != nil {
+	case seq == c.nextSeq && c.gapTimer != nil:
 		// The frame the timer waits for came; it is held behind a
 		// delivery still under way (a slow read hook), which delivers it
 		// next. The lane is whole: the delivery arms a timer again if it
@@ -170,11 +180,16 @@ func (c *conn) deliver(seq uint64, entries []codec.Entry, size int, arrived time
 		c.orderMu.Unlock()
 	}()
 	for {
-		next, ok := c.held[c.nextSeq]
-		if !ok {
-			break
+		next := this
+		if now {
+			now = false
+		} else {
+			var ok bool
+			if next, ok = c.held[c.nextSeq]; !ok {
+				break
+			}
+			delete(c.held, c.nextSeq)
 		}
-		delete(c.held, c.nextSeq)
 		c.nextSeq++
 		if c.gapTimer != nil {
 			c.gapTimer.Stop()
