@@ -13,6 +13,7 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/codec"
 	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
 	"github.com/rpcxbatch/rpcxbatch/internal/plainconn"
+	"github.com/rpcxbatch/rpcxbatch/internal/resmeta"
 )
 
 // The call path: Go, Call, Cast and Send route an entry to a lane (or to
@@ -172,7 +173,7 @@ again:
 	}
 	c.woken.Add(-1)
 	err = c.callResult(ctx, sc, reply)
-	copyResMetadata(ctx, call.ResMetadata, l.Conn())
+	resmeta.Fill(ctx, call.ResMetadata, l.Conn())
 	// Before returning: the writer must be done with args.
 	e.Withdraw()
 	// Whoever completed the call claimed it first, so nothing refers to it.

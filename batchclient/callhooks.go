@@ -3,13 +3,13 @@ package batchclient
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"github.com/smallnest/rpcx/client"
 	"github.com/smallnest/rpcx/protocol"
 	"github.com/smallnest/rpcx/share"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
+	"github.com/rpcxbatch/rpcxbatch/internal/resmeta"
 )
 
 // rpcx's per-message client plugin hooks on the drop-in XClient. rpcx's
@@ -174,9 +174,9 @@ func (r *rpcClient) hookedGo(ctx context.Context, pc client.PluginContainer, bef
 }
 
 // copyResMetadataMap copies src into the caller's response metadata map
-// dst, under the share.Context's lock as copyResMetadata writes it.
+// dst, under the share.Context's lock as resmeta.Fill writes it.
 func copyResMetadataMap(ctx context.Context, dst, src map[string]string) {
-	if mu, ok := ctx.Value(tagsLockKey).(*sync.Mutex); ok {
+	if mu := resmeta.ShareLock(ctx); mu != nil {
 		mu.Lock()
 		defer mu.Unlock()
 	}

@@ -338,12 +338,9 @@ func (c *Client) stoppedSlotConfig(addr string) plainconn.Config {
 	}
 }
 
-// plainCall is a call over the plain rpcx client. It waits on rpcx's Go
-// rather than using its Call: in rpcx v1.9.4, Call races with its own send
-// when the context ends mid-call (call reads the sequence number send is
-// still writing). The reply is decoded into a copy (see plainconn.ReplyCopy), so
-// that a reply arriving after ctx ended is not written into the caller's
-// value once this has returned; and args are encoded before rpcx's Go
+// plainCall is a call over the plain rpcx client: plainconn.Call, which
+// waits on rpcx's Go within ctx, decodes the reply into a copy and fills
+// the response metadata as rpcx's Call does. args are encoded first
 // (plainconn.PreEncode), so that rpcx, which encodes on a goroutine of its
 // own, never reads them once this has returned on ctx's end. st is the
 // plain client's serialize type.
@@ -352,16 +349,7 @@ func plainCall(ctx context.Context, pc *client.Client, st protocol.SerializeType
 	if err != nil {
 		return err
 	}
-	dst, commit := plainconn.ReplyCopy(ctx, reply)
-	call := pc.Go(ctx, servicePath, serviceMethod, args, dst, make(chan *client.Call, 1))
-	select {
-	case <-call.Done:
-		commit()
-		copyResMetadata(ctx, call.ResMetadata, pc.Conn)
-		return call.Error
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return plainconn.Call(ctx, pc, servicePath, serviceMethod, args, reply, plainconn.FillResMeta)
 }
 
 // plainGo starts call over the plain rpcx client and completes it, as Go

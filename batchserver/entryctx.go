@@ -3,14 +3,14 @@ package batchserver
 import (
 	"context"
 	"net"
-	"reflect"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/smallnest/rpcx/protocol"
 	"github.com/smallnest/rpcx/server"
 	"github.com/smallnest/rpcx/share"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/rpcxlayout"
 )
 
 // entryCtx is everything a handler's context holds for one entry, in one
@@ -58,28 +58,17 @@ type entryCtx struct {
 // hooks returns the request hooks to run for the entry.
 func (e *entryCtx) hooks() hookSet { return e.hs }
 
-// tagsLockField locates share.Context's unexported lock, which must be set
-// for its methods to work. If rpcx ever changes the struct, ok is false and
-// contexts are built with share.WithValue instead, as before.
-var tagsLockField = func() (f struct {
-	offset uintptr
-	ok     bool
-}) {
-	sf, found := reflect.TypeOf(share.Context{}).FieldByName("tagsLock")
-	if found && sf.Type == reflect.TypeOf((*sync.Mutex)(nil)) {
-		f.offset, f.ok = sf.Offset, true
-	}
-	return f
-}()
-
 // newEntryCtx builds an entry's context. reqMeta may be nil; it is made on
 // first use. deadline is used when hasDeadline.
 func newEntryCtx(conn net.Conn, arrived time.Time, reqMeta map[string]string, hasDeadline bool, deadline time.Time) *entryCtx {
 	e := &entryCtx{conn: conn, start: arrived.UnixNano(), reqMeta: reqMeta, hasDeadline: hasDeadline}
 	e.dl.deadline = deadline
-	if tagsLockField.ok {
+	// share.Context's lock is unexported and must be set for its methods
+	// to work. If rpcx ever changes the struct, contexts are built with
+	// share.WithValue instead, as before.
+	if rpcxlayout.CanSetShareContextLock() {
 		e.sc.Context = e
-		*(**sync.Mutex)(unsafe.Add(unsafe.Pointer(&e.sc), tagsLockField.offset)) = &e.tagsLock
+		rpcxlayout.SetShareContextLock(&e.sc, &e.tagsLock)
 	} else {
 		e.sc = *share.WithValue(e, server.RemoteConnContextKey, conn)
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/smallnest/rpcx/server"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/rpcxlayout"
 )
 
 // Handlers added with rpcx's Server.AddHandler(path, method, func(*Context)
@@ -43,7 +45,7 @@ type handlerRouter struct {
 }
 
 func newHandlerRouter(s *server.Server) handlerRouter {
-	m, _ := serverField[map[string]server.Handler](s, "router")
+	m, _ := rpcxlayout.Router(s)
 	return handlerRouter{m: m}
 }
 

@@ -7,6 +7,8 @@ import (
 	"github.com/smallnest/rpcx/server"
 
 	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/rpcxlayout"
 )
 
 // WithHandlerPool runs batched calls and casts on pool, one task per
@@ -20,11 +22,11 @@ func WithHandlerPool(pool server.WorkerPool) Option {
 
 // serverPool returns the pool an rpcx server was given with
 // server.WithPool or server.WithCustomPool, or nil. rpcx keeps it in an
-// unexported field (Server.pool) with no accessor: see serverField. Where
+// unexported field (Server.pool) with no accessor: see rpcxlayout.Pool. Where
 // it cannot be read, batched entries run unbounded; give the pool to
 // WithHandlerPool then.
 func serverPool(s *server.Server) server.WorkerPool {
-	pool, _ := serverField[server.WorkerPool](s, "pool")
+	pool, _ := rpcxlayout.Pool(s)
 	return pool
 }
 

@@ -2,13 +2,13 @@ package batchserver
 
 import (
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/smallnest/rpcx/server"
 	"github.com/smallnest/rpcx/share"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
+	"github.com/rpcxbatch/rpcxbatch/internal/rpcxlayout"
 )
 
 // rpcx's server.WithReadTimeout sets a read deadline before every request
@@ -22,42 +22,25 @@ import (
 // serverReadTimeout returns the read timeout an rpcx server was given
 // with server.WithReadTimeout, or 0.
 func serverReadTimeout(s *server.Server) time.Duration {
-	d, _ := serverField[time.Duration](s, "readTimeout")
+	d, _ := rpcxlayout.ReadTimeout(s)
 	return d
 }
 
 // serverWriteTimeout returns the write timeout an rpcx server was given
 // with server.WithWriteTimeout, or 0.
 func serverWriteTimeout(s *server.Server) time.Duration {
-	d, _ := serverField[time.Duration](s, "writeTimeout")
+	d, _ := rpcxlayout.WriteTimeout(s)
 	return d
 }
 
-// serverField reads the unexported field name of an rpcx Server, of type
-// T. rpcx v1.9.4 keeps what its options set (the pool, the read and write
-// timeouts) in such fields with no accessor, so the plugin reads them with
-// reflect and unsafe, after checking the field's name and type: on an rpcx
-// where the field is not as in v1.9.4 it reports false and the plugin goes
-// on without it (the tests of each option then fail). rpcxbatch is built
-// against rpcx v1.9.4 exactly (go.mod). Only fields rpcx sets once, in
-// NewServer, are read, so reading them races with nothing.
-func serverField[T any](s *server.Server, name string) (T, bool) {
-	var zero T
-	f, ok := field(reflect.ValueOf(s).Elem(), name)
-	if !ok || f.Type() != reflect.TypeFor[T]() {
-		return zero, false
-	}
-	v, _ := f.Interface().(T) // a nil interface (no pool) is the zero T
-	return v, true
-}
-
 // checkServerFields fails New on an rpcx whose option fields are not laid
-// out as in v1.9.4: without them a WithPool bound or a timeout would
+// out as in v1.9.4 (rpcx keeps them unexported, with no accessor; see
+// internal/rpcxlayout): without them a WithPool bound or a timeout would
 // silently not reach batched entries.
 func checkServerFields(s *server.Server) error {
-	_, pool := serverField[server.WorkerPool](s, "pool")
-	_, rt := serverField[time.Duration](s, "readTimeout")
-	_, wt := serverField[time.Duration](s, "writeTimeout")
+	_, pool := rpcxlayout.Pool(s)
+	_, rt := rpcxlayout.ReadTimeout(s)
+	_, wt := rpcxlayout.WriteTimeout(s)
 	if !pool || !rt || !wt {
 		return fmt.Errorf("%w (its pool and timeout options cannot be read)", ErrUnsupportedRPCX)
 	}

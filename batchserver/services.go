@@ -5,20 +5,20 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
-	"unsafe"
 
 	"github.com/smallnest/rpcx/server"
 
 	"github.com/rpcxbatch/rpcxbatch/internal/invoke"
+	"github.com/rpcxbatch/rpcxbatch/internal/rpcxlayout"
 )
 
 // serviceTable mirrors rpcx's own service map. rpcx keeps its services in
 // unexported fields and offers no way to call one from outside; reading them
 // is the only way to run a batched entry exactly as rpcx would run it (same
 // method set, RegisterWithMethods filters, functions), including services
-// registered before the plugin existed. The layout read here is that of
-// rpcx v1.9.4, which go.mod pins; New fails with ErrUnsupportedRPCX if it
-// ever changes, rather than guessing.
+// registered before the plugin existed. The layout read (in
+// internal/rpcxlayout) is that of rpcx v1.9.4, which go.mod pins; New
+// fails with ErrUnsupportedRPCX if it ever changes, rather than guessing.
 type serviceTable struct {
 	s  *server.Server
 	mu sync.RWMutex // guards cache and gen
@@ -83,81 +83,42 @@ func (t *serviceTable) forget(service string) {
 	t.mu.Unlock()
 }
 
-// field returns a usable (not read-only) view of an unexported struct field.
-func field(v reflect.Value, name string) (reflect.Value, bool) {
-	f := v.FieldByName(name)
-	if !f.IsValid() || !f.CanAddr() {
-		return reflect.Value{}, false
-	}
-	return reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem(), true
-}
-
-// read copies one service out of rpcx's table under rpcx's own lock. It
-// returns nil, nil when the service does not exist.
+// read copies one service out of rpcx's table (rpcxlayout.ReadService,
+// under rpcx's own lock) and binds the caller of each method and function.
+// It returns nil, nil when the service does not exist.
 func (t *serviceTable) read(name string) (map[string]*method, error) {
-	sv := reflect.ValueOf(t.s).Elem()
-	muV, ok1 := field(sv, "serviceMapMu")
-	mapV, ok2 := field(sv, "serviceMap")
-	if !ok1 || !ok2 || muV.Type() != reflect.TypeFor[sync.RWMutex]() || mapV.Kind() != reflect.Map {
+	svc, found, ok := rpcxlayout.ReadService(t.s, name)
+	if !ok {
 		return nil, ErrUnsupportedRPCX
 	}
-	mu := muV.Addr().Interface().(*sync.RWMutex)
-	mu.RLock()
-	defer mu.RUnlock()
-	svc := mapV.MapIndex(reflect.ValueOf(name))
-	if !svc.IsValid() || svc.IsNil() {
+	if !found {
 		return nil, nil
 	}
-	svc = svc.Elem()
-	rcvrV, ok1 := field(svc, "rcvr")
-	methodsV, ok2 := field(svc, "method")
-	funcsV, ok3 := field(svc, "function")
-	if !ok1 || !ok2 || !ok3 || rcvrV.Type() != reflect.TypeFor[reflect.Value]() {
-		return nil, ErrUnsupportedRPCX
-	}
-	rcvr := rcvrV.Interface().(reflect.Value)
-	out := make(map[string]*method, methodsV.Len()+funcsV.Len())
-	for it := methodsV.MapRange(); it.Next(); {
-		mt := it.Value().Elem()
-		mV, ok := field(mt, "method")
-		if !ok || mV.Type() != reflect.TypeFor[reflect.Method]() {
-			return nil, ErrUnsupportedRPCX
-		}
-		rm := mV.Interface().(reflect.Method)
-		m, err := typed(mt, rm.Func, rcvr, rm.Name)
+	out := make(map[string]*method, len(svc.Methods)+len(svc.Functions))
+	for key, rm := range svc.Methods {
+		m, err := typed(rm, svc.Rcvr)
 		if err != nil {
 			return nil, err
 		}
-		out[it.Key().String()] = m
+		out[key] = m
 	}
-	for it := funcsV.MapRange(); it.Next(); {
-		ft := it.Value().Elem()
-		fV, ok := field(ft, "fn")
-		if !ok || fV.Type() != reflect.TypeFor[reflect.Value]() {
-			return nil, ErrUnsupportedRPCX
-		}
-		m, err := typed(ft, fV.Interface().(reflect.Value), reflect.Value{}, "")
+	for key, rf := range svc.Functions {
+		m, err := typed(rf, reflect.Value{})
 		if err != nil {
 			return nil, err
 		}
 		// rpcx looks methods up before functions; keep that precedence.
-		if _, dup := out[it.Key().String()]; !dup {
-			out[it.Key().String()] = m
+		if _, dup := out[key]; !dup {
+			out[key] = m
 		}
 	}
 	return out, nil
 }
 
-// typed reads the argument and reply types of rpcx's method type v and
-// binds the caller of fn (on rcvr, named name: see invoke.Bind).
-func typed(v reflect.Value, fn, rcvr reflect.Value, name string) (*method, error) {
-	a, ok1 := field(v, "ArgType")
-	r, ok2 := field(v, "ReplyType")
-	if !ok1 || !ok2 {
-		return nil, ErrUnsupportedRPCX
-	}
-	argType, _ := a.Interface().(reflect.Type)
-	replyType, _ := r.Interface().(reflect.Type)
+// typed binds the caller of rpcx's method or function rm (on rcvr, when
+// it is a method: see invoke.Bind).
+func typed(rm rpcxlayout.Method, rcvr reflect.Value) (*method, error) {
+	fn, name, argType, replyType := rm.Fn, rm.Name, rm.ArgType, rm.ReplyType
 	if argType == nil || replyType == nil || replyType.Kind() != reflect.Pointer || !fn.IsValid() {
 		return nil, fmt.Errorf("%w (method types unreadable)", ErrUnsupportedRPCX)
 	}

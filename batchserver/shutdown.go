@@ -2,12 +2,13 @@ package batchserver
 
 import (
 	"fmt"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/smallnest/rpcx/server"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/rpcxlayout"
 )
 
 // Graceful shutdown. rpcx v1.9.4's Server.Shutdown sets its inShutdown
@@ -58,8 +59,8 @@ const (
 
 // rpcxShutdown points at the fields of an rpcx server that graceful
 // shutdown reads and counts in. rpcx keeps them unexported; like the
-// service table, the layout is that of rpcx v1.9.4, and New fails with
-// ErrUnsupportedRPCX rather than guess.
+// service table, the layout is that of rpcx v1.9.4 (internal/rpcxlayout
+// reads it), and New fails with ErrUnsupportedRPCX rather than guess.
 type rpcxShutdown struct {
 	inShutdown    *int32
 	handlerMsgNum *int32
@@ -74,25 +75,16 @@ type rpcxShutdown struct {
 }
 
 func readRPCXShutdown(s *server.Server) (rpcxShutdown, error) {
-	sv := reflect.ValueOf(s).Elem()
-	in, ok1 := field(sv, "inShutdown")
-	n, ok2 := field(sv, "handlerMsgNum")
-	mu, ok3 := field(sv, "mu")
-	i32 := reflect.TypeFor[int32]()
-	if !ok1 || !ok2 || !ok3 || in.Type() != i32 || n.Type() != i32 || mu.Type() != reflect.TypeFor[sync.RWMutex]() {
+	l, ok := rpcxlayout.ReadShutdown(s)
+	if !ok {
 		return rpcxShutdown{}, fmt.Errorf("%w (shutdown state unreadable)", ErrUnsupportedRPCX)
 	}
-	rs := rpcxShutdown{
-		inShutdown:    in.Addr().Interface().(*int32),
-		handlerMsgNum: n.Addr().Interface().(*int32),
-		mu:            mu.Addr().Interface().(*sync.RWMutex),
-	}
-	if once, ok := field(sv, "unregisterAllOnce"); ok && once.Type() == reflect.TypeFor[sync.Once]() {
-		if done, ok := field(once, "done"); ok && done.Type() == reflect.TypeFor[atomic.Bool]() {
-			rs.unregisteredAll = done.Addr().Interface().(*atomic.Bool)
-		}
-	}
-	return rs, nil
+	return rpcxShutdown{
+		inShutdown:      l.InShutdown,
+		handlerMsgNum:   l.HandlerMsgNum,
+		mu:              l.Mu,
+		unregisteredAll: l.UnregisteredAll,
+	}, nil
 }
 
 // hooksSpent reports whether UnregisterAll has run, so that Shutdown will

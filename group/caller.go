@@ -86,19 +86,7 @@ func (p *PlainCaller) Call(ctx context.Context, addr, service, method string, ar
 		return err
 	}
 	defer u.Done()
-	c := u.Client
-	// The reply is decoded into a copy: one arriving after ctx ended must
-	// not be written into the caller's value once Call has returned.
-	dst, commit := plainconn.ReplyCopy(ctx, reply)
-	call := c.Go(ctx, service, method, args, dst, make(chan *client.Call, 1))
-	select {
-	case <-call.Done:
-		commit()
-		fillResMetadata(ctx, call.ResMetadata, c.Conn)
-		return call.Error
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return plainconn.Call(ctx, u.Client, service, method, args, reply, plainconn.FillResMeta)
 }
 
 // Go starts service.method at addr over plain rpcx and returns at once;

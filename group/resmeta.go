@@ -2,11 +2,12 @@ package group
 
 import (
 	"context"
-	"net"
 	"sync"
 
 	"github.com/smallnest/rpcx/protocol"
 	"github.com/smallnest/rpcx/share"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/resmeta"
 )
 
 // Response metadata. rpcx's caller puts a map at share.ResMetaDataKey in
@@ -28,9 +29,8 @@ import (
 // ReqMetaDataKey are variables, and converting one to the interface that
 // Value and WithValue take allocates each time.
 var (
-	reqMetaKey  any = share.ReqMetaDataKey
-	resMetaKey  any = share.ResMetaDataKey
-	tagsLockKey any = share.ContextTagsLock
+	reqMetaKey any = share.ReqMetaDataKey
+	resMetaKey any = share.ResMetaDataKey
 )
 
 // resSink is the caller's response-metadata map, if any, and the lock
@@ -47,18 +47,7 @@ func (s *spec) takeRes(ctx context.Context) {
 	if !ok || m == nil {
 		return
 	}
-	s.res.m, s.res.mu = m, shareLock(ctx)
-}
-
-// shareLock returns the lock of the rpcx share.Context ctx is or derives
-// from (share.NewContext stores it under share.ContextTagsLock), or nil.
-// rpcx's Client.Call locks only a ctx that is the share.Context itself and
-// writes the map unlocked through a derived one (a timeout added, say),
-// racing a caller that guards the map with the lock. It must not be called
-// with the lock held: share.Context's Value takes it.
-func shareLock(ctx context.Context) *sync.Mutex {
-	mu, _ := ctx.Value(tagsLockKey).(*sync.Mutex)
-	return mu
+	s.res.m, s.res.mu = m, resmeta.ShareLock(ctx)
 }
 
 // resContext returns ctx with a response-metadata map of the node call's
@@ -100,26 +89,4 @@ func localResMeta(md map[string]string, err error) map[string]string {
 		md[protocol.ServiceError] = err.Error()
 	}
 	return md
-}
-
-// fillResMetadata does with a completed plain rpcx call's response
-// metadata what rpcx's Client.Call does (PlainCaller waits on rpcx's Go,
-// which leaves that to Call), taking the share.Context's lock as
-// shareLock finds it.
-func fillResMetadata(ctx context.Context, res map[string]string, conn net.Conn) {
-	if len(res) == 0 || conn == nil {
-		return
-	}
-	m, ok := ctx.Value(resMetaKey).(map[string]string)
-	if !ok || m == nil {
-		return
-	}
-	if mu := shareLock(ctx); mu != nil {
-		mu.Lock()
-		defer mu.Unlock()
-	}
-	for k, v := range res {
-		m[k] = v
-	}
-	m[share.ServerAddress] = conn.RemoteAddr().String()
 }

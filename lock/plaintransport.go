@@ -101,20 +101,12 @@ func (p *PlainTransport) Call(ctx context.Context, addr, servicePath, serviceMet
 	if err != nil {
 		return err
 	}
-	// rpcx v1.9.4's Client.Call races with its own send goroutine when ctx
-	// ends first (client.go call vs send); waiting here instead keeps the
-	// race detector quiet and behaves the same for the caller.
-	// The reply is decoded into a copy: one arriving after ctx ended must
-	// not be written into reply once Call has returned.
-	dst, commit := plainconn.ReplyCopy(ctx, reply)
-	call := c.Go(ctx, servicePath, serviceMethod, args, dst, make(chan *client.Call, 1))
-	select {
-	case <-call.Done:
-		commit()
-		return call.Error
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	// plainconn.Call waits on rpcx's Go (rpcx v1.9.4's Client.Call races
+	// with its own send goroutine when ctx ends first) and decodes the
+	// reply into a copy. The response metadata is left alone, as it
+	// always was here: the lock's own calls run under the node's contexts,
+	// which hold no metadata map.
+	return plainconn.Call(ctx, c, servicePath, serviceMethod, args, reply, plainconn.NoResMeta)
 }
 
 // Cast runs servicePath.serviceMethod at addr without waiting for its

@@ -5,6 +5,10 @@
 // call uses it), and a Map keeps a Slot per address. batchclient's plain
 // fallback, its stopped addresses and group's PlainCaller all use it.
 //
+// Call is the one wait for a plain rpcx call within a context (rpcx's Go,
+// the reply decoded into a copy), used by batchclient's plain calls,
+// group's PlainCaller and lock's PlainTransport.
+//
 // # Goroutines
 //
 //	goroutine       started by              stopped by                waited for by
