@@ -119,10 +119,6 @@ func (l *Lane) releaseBytes(n uint64) {
 	}
 }
 
-// BytesInFlight reports the bytes of frames the lane has written and the
-// server has not handed back.
-func (l *Lane) BytesInFlight() int64 { return l.bw.inflight.Load() }
-
 // dropDraining fails what the writer holds back for the byte window once
 // the server has begun to drain: it reads no more, as for queued entries.
 func (l *Lane) dropDraining(out []*entry) {

@@ -40,11 +40,6 @@ var combining = func() *atomic.Bool {
 	return &on
 }()
 
-// SetCombining turns flat combining on or off for lanes made afterwards
-// and reports whether it was on; a knob for tests (it is on by default),
-// which set it back when they end.
-func SetCombining(on bool) (was bool) { return combining.Swap(on) }
-
 // combineWriteBound bounds a caller's write of its own frame; the writer
 // goroutine finishes what it leaves.
 const combineWriteBound = 5 * time.Millisecond
@@ -133,12 +128,3 @@ func (l *Lane) writeOwn(ctx context.Context) {
 
 // noDeadline is the bound of a caller whose context has no deadline.
 var noDeadline = time.Unix(1<<62, 0)
-
-// CallerFrames is the count of frames the lane's callers wrote themselves
-// (flat combining), for tests and diagnostics.
-func (l *Lane) CallerFrames() int64 { return l.callerFrames.Load() }
-
-// WriterFrames is the count of frames the lane's writer goroutine began,
-// for tests and diagnostics: it counts a frame as it is built, so a frame
-// the writer is still writing counts already.
-func (l *Lane) WriterFrames() int64 { return l.writerFrames.Load() }

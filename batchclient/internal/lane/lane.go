@@ -199,14 +199,6 @@ func (l *Lane) Draining() bool { return l.draining.Load() }
 // its reply.
 func (l *Lane) Drained() <-chan struct{} { return l.drained }
 
-// Waiters reports the callers waiting for room in the queue and the
-// entries queued, for tests and diagnostics.
-func (l *Lane) Waiters() (waiting, queued int) {
-	l.qmu.Lock()
-	defer l.qmu.Unlock()
-	return l.waiting, len(l.queue)
-}
-
 // wokenCallers is the client's count of woken callers, as settle.Settle
 // reads it.
 func (l *Lane) wokenCallers() int { return int(l.cfg.Woken.Load()) }

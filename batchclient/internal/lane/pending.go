@@ -329,16 +329,3 @@ func (l *Lane) ClaimGroup(g any, dst []*Pending) []*Pending {
 	l.checkDrained()
 	return dst
 }
-
-// PendingCalls is the count of calls waiting for their replies on the
-// lane, for tests and diagnostics.
-func (l *Lane) PendingCalls() int {
-	n := 0
-	for si := range l.pending.shards {
-		s := &l.pending.shards[si]
-		s.mu.Lock()
-		n += s.waitingLocked()
-		s.mu.Unlock()
-	}
-	return n
-}
