@@ -188,18 +188,12 @@ func (p *Plugin) Register(name string, _ any, _ string) error {
 // it), it readies the plugin for a Shutdown that will run no hook (see
 // shutdown.go).
 func (p *Plugin) Unregister(name string) error {
-	if p.rs.shuttingDown() {
-		// The entries rpcx still reads while Shutdown stops its reading,
-		// and those already read, run against the service as it was: its
-		// lanes are told to stop, and a call read now must not fail with
-		// "can't find service" where its caller's Failover would not retry
-		// it (a rolling restart under make test once failed 9,468 calls
-		// so).
-		p.beginDrain()
-		return nil
-	}
 	p.services.forget(name)
-	p.armed.Store(true)
+	if p.rs.shuttingDown() {
+		p.beginDrain()
+	} else {
+		p.armed.Store(true)
+	}
 	return nil
 }
 
