@@ -19,9 +19,10 @@ import (
 //     window of loadWindow (and at least loadFrames frames): the lane
 //     batches so much that two lanes would still batch well, and would
 //     share the serial work of both sides. Measured on 2 cores with the
-//     perf harness at 100 to 10,000 closed-loop callers, two lanes
-//     carried 6-17 % more calls and casts than one; a light client's
-//     frames carry one or two entries;
+//     perf harness (docs/lanes.md), two fixed lanes carried 2-53 % more
+//     calls and casts than one at 100 and 1,000 closed-loop callers, and
+//     14-22 % fewer at 10, whose frames carry a few entries; a light
+//     client's frames carry one or two;
 //   - or the socket's owner was busy for at least saturatedBusy of the
 //     window, writing frames of saturatedEntries entries or
 //     saturatedBytes bytes on average: the client's serial part is near
