@@ -21,7 +21,9 @@ import (
 )
 
 // BenchmarkCall runs the same Echo.Data call (the ~220-byte msgpack "data"
-// payload each way) over plain rpcx and over the batch path, side by side,
+// payload each way) over four paths side by side: plain rpcx's Client
+// ("plain") and its XClient ("plainx"), the direct batch Client ("batch")
+// and the drop-in XClient users switch to ("dropin"),
 // at 1, 100, 1,000 and 10,000 concurrent goroutines, against one server
 // process-local on loopback that has the batch plugin (so both paths meet
 // the same server). It reports calls/s, CPU µs per call (both sides), and
@@ -40,7 +42,7 @@ func BenchmarkCall(b *testing.B) {
 	defer stop()
 
 	for _, g := range []int{1, 100, 1000, 10000} {
-		for _, path := range []string{"plain", "batch"} {
+		for _, path := range benchPaths {
 			b.Run(fmt.Sprintf("g=%d/%s", g, path), func(b *testing.B) {
 				call, frames := dialPath(b, path, addr)
 				benchCalls(b, g, wc, call, frames)
@@ -51,16 +53,40 @@ func BenchmarkCall(b *testing.B) {
 
 type callFunc func(ctx context.Context, args *testsvc.Data, reply *testsvc.Data) error
 
+// benchPaths are the paths the call and cast benchmarks compare.
+var benchPaths = []string{"plain", "plainx", "batch", "dropin"}
+
+// dialXClient returns an XClient of the path ("plainx": rpcx's own,
+// "dropin": the batch drop-in) to the one server at addr, connected.
+func dialXClient(b *testing.B, path, addr string) client.XClient {
+	d, err := client.NewPeer2PeerDiscovery("tcp@"+addr, "")
+	require.NoError(b, err)
+	var xc client.XClient
+	if path == "plainx" {
+		xc = client.NewXClient("Echo", client.Failtry, client.RandomSelect, d, client.DefaultOption)
+	} else {
+		xc = batchclient.NewXClient("Echo", client.Failtry, client.RandomSelect, d, client.DefaultOption)
+	}
+	b.Cleanup(func() { xc.Close() })
+	var r testsvc.Data
+	require.NoError(b, xc.Call(context.Background(), "Data", testsvc.NewData(1), &r))
+	return xc
+}
+
 // dialPath connects one path. For the batch path it also returns how many
 // frames the client has written: each is exactly one Write, so this counts
 // the client's writes without the runtime's own (netpoller wakeups) that
 // the process-wide count includes.
 func dialPath(b *testing.B, path, addr string) (callFunc, func() int64) {
-	if path == "plain" {
+	switch path {
+	case "plain":
 		pc := client.NewClient(client.DefaultOption)
 		require.NoError(b, pc.Connect("tcp", addr))
 		b.Cleanup(func() { pc.Close() })
 		return func(ctx context.Context, a, r *testsvc.Data) error { return pc.Call(ctx, "Echo", "Data", a, r) }, nil
+	case "plainx", "dropin":
+		xc := dialXClient(b, path, addr)
+		return func(ctx context.Context, a, r *testsvc.Data) error { return xc.Call(ctx, "Data", a, r) }, nil
 	}
 	c, err := batchclient.New()
 	require.NoError(b, err)
@@ -159,17 +185,22 @@ func BenchmarkCast(b *testing.B) {
 	require.NoError(b, err)
 	defer stop()
 	for _, g := range []int{1, 1000} {
-		for _, path := range []string{"plain", "batch"} {
+		for _, path := range benchPaths {
 			b.Run(fmt.Sprintf("g=%d/%s", g, path), func(b *testing.B) {
 				var cast func(ctx context.Context, a *testsvc.Data) error
-				if path == "plain" {
+				switch path {
+				case "plainx", "dropin":
+					// XClient.Oneshot: rpcx's oneway call.
+					xc := dialXClient(b, path, addr)
+					cast = func(ctx context.Context, a *testsvc.Data) error { return xc.Oneshot(ctx, "Data", a) }
+				case "plain":
 					pc := client.NewClient(client.DefaultOption)
 					require.NoError(b, pc.Connect("tcp", addr))
 					b.Cleanup(func() { pc.Close() })
 					cast = func(ctx context.Context, a *testsvc.Data) error {
 						return pc.Go(ctx, "Echo", "Data", a, nil, make(chan *client.Call, 1)).Error
 					}
-				} else {
+				default:
 					c, err := batchclient.New()
 					require.NoError(b, err)
 					b.Cleanup(func() { c.Close() })
