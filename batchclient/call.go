@@ -23,6 +23,12 @@ import (
 // sent on done (or on a new buffered channel when done is nil) when it
 // completes. If ctx ends first, the call completes with ctx's error.
 func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any, done chan *client.Call) *client.Call {
+	return c.goCall(ctx, addr, servicePath, serviceMethod, args, reply, done, false)
+}
+
+// goCall is Go; st says the call carries rpcx's server timeout
+// (lane.Pending.ServerTimeout), as the drop-in XClient's calls do.
+func (c *Client) goCall(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any, done chan *client.Call, st bool) *client.Call {
 	c.metrics.calls.Inc(1)
 	c.idle.Touch()
 	if done == nil {
@@ -43,6 +49,9 @@ again:
 		return call
 	}
 	if pr.pc != nil {
+		if st {
+			ctx = withServerTimeout(ctx)
+		}
 		// Encoded here, before Go returns, as on lanes: rpcx would encode
 		// on a goroutine of its own, after the caller took args back.
 		args, err := plainconn.PreEncode(c.opts.RPCX.SerializeType, args)
@@ -55,7 +64,7 @@ again:
 		plainGo(ctx, pr, call, args)
 		return call
 	}
-	pc2 := &lane.Pending{Call: call, Keyed: k.keyed, KeyHash: k.hash}
+	pc2 := &lane.Pending{Call: call, Keyed: k.keyed, KeyHash: k.hash, ServerTimeout: st}
 	id, _, err := l.Submit(ctx, codec.KindCall, pc2, false)
 	if errors.Is(err, lane.ErrRetired) {
 		goto again // the lane left its pool since route picked it
@@ -88,6 +97,12 @@ again:
 // end of ctx, or the loss of the connection. A server-side error is
 // returned as rpcx's client.ServiceError, as plain rpcx returns it.
 func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any) error {
+	return c.call(ctx, addr, servicePath, serviceMethod, args, reply, false)
+}
+
+// call is Call; st says the call carries rpcx's server timeout
+// (lane.Pending.ServerTimeout), as the drop-in XClient's calls do.
+func (c *Client) call(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any, st bool) error {
 	c.metrics.calls.Inc(1)
 	c.idle.Touch()
 again:
@@ -96,12 +111,15 @@ again:
 		return err
 	}
 	if pr.pc != nil {
+		if st {
+			ctx = withServerTimeout(ctx)
+		}
 		err := plainCall(ctx, pr.pc, c.opts.RPCX.SerializeType, servicePath, serviceMethod, args, reply)
 		pr.done()
 		return err
 	}
 	sc := getSyncCall()
-	sc.pending.Keyed, sc.pending.KeyHash = k.keyed, k.hash
+	sc.pending.Keyed, sc.pending.KeyHash, sc.pending.ServerTimeout = k.keyed, k.hash, st
 	call := &sc.call
 	call.ServicePath, call.ServiceMethod, call.Args, call.Reply = servicePath, serviceMethod, args, reply
 	// A context many calls share has one watch for them all (ctxwatch.go):
@@ -262,6 +280,12 @@ func putSyncCall(sc *syncCall) {
 // getting, its result. It returns once the entry is queued (or with the
 // queue's overflow error); on a plain peer it is an rpcx oneway call.
 func (c *Client) Cast(ctx context.Context, addr, servicePath, serviceMethod string, args any) error {
+	return c.cast(ctx, addr, servicePath, serviceMethod, args, false)
+}
+
+// cast is Cast; st says the cast carries rpcx's server timeout
+// (lane.Pending.ServerTimeout), as the drop-in XClient's Oneshot does.
+func (c *Client) cast(ctx context.Context, addr, servicePath, serviceMethod string, args any, st bool) error {
 	c.metrics.casts.Inc(1)
 	c.idle.Touch()
 again:
@@ -270,6 +294,9 @@ again:
 		return err
 	}
 	if pr.pc != nil {
+		if st {
+			ctx = withServerTimeout(ctx)
+		}
 		// An rpcx oneway call completes once it is written: rpcx writes
 		// it on a goroutine of its own, whose outcome this waits for.
 		err := plainCall(ctx, pr.pc, c.opts.RPCX.SerializeType, servicePath, serviceMethod, args, nil)
@@ -277,7 +304,7 @@ again:
 		return err
 	}
 	_, _, err = l.Submit(ctx, codec.KindCast, &lane.Pending{Call: &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args},
-		Keyed: k.keyed, KeyHash: k.hash}, false)
+		Keyed: k.keyed, KeyHash: k.hash, ServerTimeout: st}, false)
 	if errors.Is(err, lane.ErrRetired) {
 		goto again // the lane left its pool since route picked it
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
 	"github.com/rpcxbatch/rpcxbatch/codec"
 	"github.com/rpcxbatch/rpcxbatch/internal/follow"
+	"github.com/rpcxbatch/rpcxbatch/internal/rpcxlayout"
 )
 
 // networkSeq numbers the rpcx network names the drop-in XClients register,
@@ -73,7 +74,12 @@ func newXClientWith(bc *Client, servicePath string, failMode client.FailMode, se
 	} else {
 		inner = client.NewXClient(servicePath, failMode, selectMode, d, option)
 	}
-	x := &xClient{XClient: inner, bc: bc, disc: d, b: b}
+	x := &xClient{XClient: inner, bc: bc, disc: d, b: b, servicePath: servicePath, failMode: failMode, option: option}
+	// The native path (xclient_native.go) reads rpcx's selector; without
+	// it, or with a sticky server, every call goes through rpcx's XClient.
+	x.layout, x.native = rpcxlayout.ReadXClient(inner)
+	x.native = x.native && !option.Sticky
+	x.readOnlySelect = selectMode == client.RandomSelect
 	b.plugins = x.GetPlugins
 	// The user's plugins see the servers' keys as rpcx gives them
 	// (selectkeys.go).
@@ -95,18 +101,33 @@ type xClient struct {
 	// (selectkeys.go).
 	userPlugins  client.PluginContainer
 	userSelector atomic.Bool
+
+	// The native call path (xclient_native.go): rpcx's selector and its
+	// lock, whether the path may run at all, what rpcx's xClient was made
+	// with, the token Auth set, and whether Close was called.
+	layout rpcxlayout.XClient
+	native bool
+	// readOnlySelect says rpcx's selector only reads (selectKey).
+	readOnlySelect bool
+	servicePath    string
+	failMode       client.FailMode
+	option         client.Option
+	auth           atomic.Pointer[string]
+	closed         atomic.Bool
 }
 
 // Auth sets the token rpcx puts in every call's metadata, and the token the
 // lanes present in their handshakes and frames.
 func (x *xClient) Auth(token string) {
 	x.XClient.Auth(token)
+	x.auth.Store(&token)
 	x.bc.SetAuth(token)
 }
 
 // Close closes rpcx's XClient, stops following the discovery and, when the
 // XClient made its own Client, closes it.
 func (x *xClient) Close() error {
+	x.closed.Store(true)
 	err := x.XClient.Close()
 	// rpcx's XClient closes the clients it cached, running their
 	// ClientConnectionClose plugins; it leaves those a builder caches to
@@ -134,6 +155,9 @@ type builder struct {
 	mu    sync.Mutex
 	bc    *Client
 	cache map[string]client.RPCClient
+	// lives is a copy of cache, replaced whole under mu at every change,
+	// that the native call path reads without a lock (live).
+	lives atomic.Pointer[map[string]*rpcClient]
 
 	// plugins returns the XClient's plugin container (the user's), whose
 	// hooks its RPCClients run.
@@ -153,7 +177,32 @@ type builder struct {
 func (b *builder) SetCachedClient(c client.RPCClient, k, _, _ string) {
 	b.mu.Lock()
 	b.cache[k] = c
+	b.publishLocked()
 	b.mu.Unlock()
+}
+
+// publishLocked replaces lives with a copy of cache; b.mu is held.
+func (b *builder) publishLocked() {
+	m := make(map[string]*rpcClient, len(b.cache))
+	for k, c := range b.cache {
+		if rc, ok := c.(*rpcClient); ok {
+			m[k] = rc
+		}
+	}
+	b.lives.Store(&m)
+}
+
+// live returns the RPCClient cached for k, unless it is closing; nil if
+// there is none.
+func (b *builder) live(k string) *rpcClient {
+	m := b.lives.Load()
+	if m == nil {
+		return nil
+	}
+	if rc := (*m)[k]; rc != nil && !rc.IsClosing() {
+		return rc
+	}
+	return nil
 }
 
 func (b *builder) FindCachedClient(k, _, _ string) client.RPCClient {
@@ -166,6 +215,7 @@ func (b *builder) DeleteCachedClient(c client.RPCClient, k, _, _ string) {
 	b.mu.Lock()
 	if b.cache[k] == c {
 		delete(b.cache, k)
+		b.publishLocked()
 	}
 	b.mu.Unlock()
 }
@@ -245,6 +295,7 @@ func (b *builder) closeAll() {
 func (b *builder) release() {
 	b.mu.Lock()
 	b.bc, b.cache = nil, map[string]client.RPCClient{}
+	b.lives.Store(nil)
 	b.mu.Unlock()
 }
 
@@ -392,6 +443,10 @@ type batchDiscovery struct {
 
 	// names maps the keys of the last rewrite (selectkeys.go).
 	names atomic.Pointer[keyNames]
+	// lanesOnly says every server of the last rewrite is served over
+	// lanes, and there was at least one (the native call path's
+	// condition).
+	lanesOnly atomic.Bool
 
 	// mu guards watchers, the channels forward sends to, and the
 	// forwarding goroutine's innerCh, stop and done, which
@@ -409,6 +464,7 @@ func newBatchDiscovery(inner client.ServiceDiscovery, network string) *batchDisc
 
 func (d *batchDiscovery) rewrite(pairs []*client.KVPair) []*client.KVPair {
 	out := make([]*client.KVPair, 0, len(pairs))
+	lanesOnly := len(pairs) > 0
 	for _, p := range pairs {
 		network, hostport, found := strings.Cut(p.Key, "@")
 		if !found {
@@ -416,11 +472,13 @@ func (d *batchDiscovery) rewrite(pairs []*client.KVPair) []*client.KVPair {
 		}
 		if network != "tcp" || advertisedPlain(p.Value) {
 			out = append(out, p)
+			lanesOnly = false
 			continue
 		}
 		out = append(out, &client.KVPair{Key: d.network + "@" + hostport, Value: p.Value})
 	}
 	d.recordNames(pairs, out)
+	d.lanesOnly.Store(lanesOnly)
 	return out
 }
 

@@ -51,6 +51,14 @@ type Entry struct {
 	ServiceMethod string
 	Metadata      map[string]string
 	SerializeType uint8
+	// ServerTimeout, set by an encoder, writes one more metadata pair
+	// than Metadata holds: rpcx's "__ServerTimeout", the milliseconds of
+	// TimeoutMicros, which rpcx's XClient puts in the metadata of every
+	// call whose context has a deadline. The drop-in XClient's calls carry
+	// it so instead of in a map made per call. Metadata must not hold the
+	// key, and TimeoutMicros must be set (non-zero). Decoding never sets
+	// it: the pair is in the decoded Metadata.
+	ServerTimeout bool
 	// Payload is the already-encoded argument. Decoded entries alias the
 	// frame's bytes.
 	Payload []byte
@@ -75,7 +83,11 @@ func AppendEntry(dst []byte, e *Entry) []byte {
 	dst = mpack.AppendUint(dst, e.ID)
 	dst = mpack.AppendStr(dst, e.ServicePath)
 	dst = mpack.AppendStr(dst, e.ServiceMethod)
-	dst = appendStrMap(dst, e.Metadata)
+	if e.ServerTimeout {
+		dst = appendServerTimeout(dst, e.Metadata, e.TimeoutMicros)
+	} else {
+		dst = appendStrMap(dst, e.Metadata)
+	}
 	dst = mpack.AppendUint(dst, uint64(e.SerializeType))
 	dst = mpack.AppendBin(dst, e.Payload)
 	return appendInt(dst, e.TimeoutMicros)
@@ -87,6 +99,9 @@ func EntrySize(e *Entry) int {
 	n := 1 + 9 + 9 + (5 + len(e.ServicePath)) + (5 + len(e.ServiceMethod)) + 5 + 2 + (5 + len(e.Payload)) + 9
 	for k, v := range e.Metadata {
 		n += 10 + len(k) + len(v)
+	}
+	if e.ServerTimeout {
+		n += serverTimeoutSize
 	}
 	return n
 }

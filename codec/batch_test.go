@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/smallnest/rpcx/share"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
@@ -208,4 +209,34 @@ func TestKindString(t *testing.T) {
 	assert.Equal(t, "send", KindSend.String())
 	assert.Equal(t, "kind(0)", Kind(0).String())
 	assert.Equal(t, "kind(255)", Kind(255).String())
+}
+
+// TestServerTimeoutPairDecodesAsRPCXWritesIt checks that an entry with
+// ServerTimeout decodes with rpcx's "__ServerTimeout" pair beside its own
+// metadata, in the milliseconds of the time left, and that EntrySize
+// bounds what AppendEntry wrote.
+func TestServerTimeoutPairDecodesAsRPCXWritesIt(t *testing.T) {
+	require.Equal(t, share.ServerTimeout, serverTimeoutKey)
+	for _, tc := range []struct {
+		meta   map[string]string
+		micros int64
+		want   string
+	}{
+		{nil, 2_500_999, "2500"},
+		{map[string]string{"a": "1", share.AuthKey: "tok"}, 1_000, "1"},
+		{nil, -1, "-1"},
+	} {
+		e := Entry{Kind: KindCall, ID: 7, ServicePath: "S", ServiceMethod: "M", Metadata: tc.meta, Payload: []byte{1}, TimeoutMicros: tc.micros, ServerTimeout: true}
+		frame := AppendEntry(AppendBatchHeader(nil, 1, 1), &e)
+		require.LessOrEqual(t, len(frame)-len(AppendBatchHeader(nil, 1, 1)), EntrySize(&e))
+		_, got, err := DecodeBatch(frame, 0)
+		require.NoError(t, err)
+		want := map[string]string{share.ServerTimeout: tc.want}
+		for k, v := range tc.meta {
+			want[k] = v
+		}
+		require.Equal(t, want, got[0].Metadata)
+		require.False(t, got[0].ServerTimeout)
+		require.Equal(t, tc.micros, got[0].TimeoutMicros)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/rpcxbatch/rpcxbatch/internal/mpack"
 )
@@ -34,6 +35,29 @@ func appendStrMap(b []byte, m map[string]string) []byte {
 		b = mpack.AppendStr(mpack.AppendStr(b, k), v)
 	}
 	return b
+}
+
+// serverTimeoutKey is rpcx's share.ServerTimeout.
+const serverTimeoutKey = "__ServerTimeout"
+
+// serverTimeoutSize bounds the bytes of the pair appendServerTimeout adds:
+// the key, and an int64 in decimal, each with a string header.
+const serverTimeoutSize = 10 + len(serverTimeoutKey) + 20
+
+// appendServerTimeout appends m with one more pair, rpcx's server timeout
+// of micros (the time left) in whole milliseconds, as rpcx's XClient
+// writes it; an expired deadline (micros < 0) is sent as -1.
+func appendServerTimeout(b []byte, m map[string]string, micros int64) []byte {
+	b = mpack.AppendMapLen(b, len(m)+1)
+	for k, v := range m {
+		b = mpack.AppendStr(mpack.AppendStr(b, k), v)
+	}
+	ms := micros / 1000
+	if micros < 0 {
+		ms = -1
+	}
+	var num [20]byte
+	return mpack.AppendStr(mpack.AppendStr(b, serverTimeoutKey), string(strconv.AppendInt(num[:0], ms, 10)))
 }
 
 // reader decodes msgpack values from a byte slice. Every method checks the

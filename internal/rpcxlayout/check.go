@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/smallnest/rpcx/client"
 	"github.com/smallnest/rpcx/server"
 	"github.com/smallnest/rpcx/share"
 )
@@ -32,6 +33,12 @@ func Check() []error {
 	want(srv, "writeTimeout", reflect.TypeFor[time.Duration]())
 	want(srv, "router", reflect.TypeFor[map[string]server.Handler]())
 	want(reflect.TypeFor[share.Context](), "tagsLock", reflect.TypeFor[*sync.Mutex]())
+	if xt := xClientType(); xt == nil {
+		errs = append(errs, &LayoutError{Struct: "client.xClient", Field: "", Want: "client.NewXClient's struct", Found: "none"})
+	} else {
+		want(xt, "mu", reflect.TypeFor[sync.RWMutex]())
+		want(xt, "selector", reflect.TypeFor[client.Selector]())
+	}
 
 	// The service table: map[string]*service, and in a service the maps of
 	// *methodType and *functionType.

@@ -242,6 +242,11 @@ type Pending struct {
 	// once.
 	Keyed   bool
 	KeyHash uint64
+	// ServerTimeout makes an entry with a deadline carry rpcx's
+	// "__ServerTimeout" metadata, as rpcx's XClient adds it to a call
+	// whose context has a deadline (codec.Entry.ServerTimeout). The
+	// request metadata in the context must not hold it.
+	ServerTimeout bool
 }
 
 // Finish completes pc, a call claimed from the lane, with err: its watch

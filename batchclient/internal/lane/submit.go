@@ -50,6 +50,10 @@ func (l *Lane) Submit(ctx context.Context, kind codec.Kind, pc *Pending, deferAr
 			l.unreserve(est)
 			return 0, Deferred{}, l.unregistered(kind, id, err)
 		}
+		if pc.ServerTimeout && !e.deadline.IsZero() {
+			e.ServerTimeout = true
+			e.size = codec.EntrySize(&e.Entry)
+		}
 		if kind == codec.KindCall {
 			if id == 0 {
 				id = l.register(pc)

@@ -1,0 +1,333 @@
+package batchclient
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/share"
+
+	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
+)
+
+// The drop-in's own call path. rpcx's XClient spends more per call than
+// the lanes do: two exclusive locks around selection and the cached-client
+// lookup, a share.Context and a request metadata map made for every call
+// with a deadline (for "__ServerTimeout"), closures around the selector,
+// plugin calls; and the metadata map is then copied onto the lane and
+// decoded again on the server. Where nothing can tell the difference the
+// drop-in runs Call, Go and Oneshot itself, as rpcx's xClient.Call, Go and
+// Oneshot do, step for step:
+//
+//   - the auth token and the server timeout go into the call's metadata as
+//     rpcx puts them (into the caller's own map when it has one, which rpcx
+//     changes too); without a map of the caller's the lane writes
+//     "__ServerTimeout" straight into the frame, and the handler sees the
+//     same metadata;
+//   - the server is chosen by rpcx's own selector, under rpcx's own lock;
+//   - Failfast, Failtry and Failover retry as rpcx's loop does, removing
+//     and redialling the connection as rpcx's removeClient and
+//     getCachedClient do.
+//
+// It runs only while the XClient has no plugins of the user's (rpcx's
+// wrapCall would run PreCall and PostCall around each attempt), no
+// selector of the user's (SetSelector), Option.Sticky unset, share.Trace
+// off, every server of the discovery served over lanes, and for Call a
+// fail mode other than Failbackup. Otherwise rpcx's XClient runs the call,
+// and so it does when the selector chooses no server, or one not served
+// over lanes (possible only while a new server list reaches rpcx's copy):
+// before anything is sent. The one difference: should a retry under
+// Failover choose a server not served over lanes (the discovery changed
+// during the call), that attempt fails with client.ErrServerUnavailable,
+// where rpcx would dial it.
+
+// errXClientClosed is the error rpcx's getCachedClient returns once its
+// XClient is closed, with rpcx's text.
+var errXClientClosed = errors.New("this xclient is closed")
+
+// nativeNow reports whether the next call may take the drop-in's own path.
+func (x *xClient) nativeNow() bool {
+	return x.native && !x.closed.Load() && !share.Trace && !x.userSelector.Load() &&
+		x.disc.lanesOnly.Load() && ownPluginsOnly(x.userPlugins)
+}
+
+// ownPluginsOnly reports whether pc holds no plugin but the drop-in's own.
+func ownPluginsOnly(pc client.PluginContainer) bool {
+	if pc == nil {
+		return true
+	}
+	for _, p := range pc.All() {
+		if _, own := p.(skipDraining); !own {
+			return false
+		}
+	}
+	return true
+}
+
+// Call is rpcx's XClient.Call (see the top of this file for when the
+// drop-in runs it itself).
+func (x *xClient) Call(ctx context.Context, serviceMethod string, args, reply any) error {
+	if x.failMode == client.Failbackup || !x.nativeNow() {
+		return x.XClient.Call(ctx, serviceMethod, args, reply)
+	}
+	k := x.selectKey(ctx, serviceMethod, args)
+	if !x.onLanes(k) {
+		return x.XClient.Call(ctx, serviceMethod, args, reply)
+	}
+	ctx, st := x.callMetadata(ctx)
+	c, err := x.cachedClient(k)
+	if err != nil && (x.failMode == client.Failfast || contextCanceled(err)) {
+		return err
+	}
+	if x.failMode == client.Failfast {
+		err = x.attempt(ctx, st, c, serviceMethod, args, reply)
+		if err != nil && uncoverError(err) {
+			x.removeClient(k, c)
+		}
+		return err
+	}
+	return x.retry(ctx, st, k, c, err, serviceMethod, args, reply)
+}
+
+// retry is rpcx's Failtry and Failover loop, from the first attempt on c
+// (nil, with err, when there was no connection to the server chosen).
+func (x *xClient) retry(ctx context.Context, st bool, k string, c client.RPCClient, err error, serviceMethod string, args, reply any) error {
+	var e error
+	for retries := x.option.Retries; retries >= 0; retries-- {
+		if c != nil {
+			err = x.attempt(ctx, st, c, serviceMethod, args, reply)
+			if err == nil {
+				return nil
+			}
+			if contextCanceled(err) || isServiceError(err) {
+				return err
+			}
+		}
+		if uncoverError(err) {
+			x.removeClient(k, c)
+		}
+		if x.failMode == client.Failtry {
+			c, e = x.cachedClient(k)
+			time.Sleep(x.option.RetryInterval)
+		} else {
+			time.Sleep(x.option.RetryInterval)
+			k, c, e = x.selectClient(ctx, serviceMethod, args)
+		}
+	}
+	if err == nil {
+		err = e
+	}
+	return err
+}
+
+// attempt makes one try of a call on c.
+func (x *xClient) attempt(ctx context.Context, st bool, c client.RPCClient, serviceMethod string, args, reply any) error {
+	if rc, ok := c.(*rpcClient); ok {
+		return rc.bc.call(ctx, rc.addr, x.servicePath, serviceMethod, args, reply, st)
+	}
+	return c.Call(ctx, x.servicePath, serviceMethod, args, reply)
+}
+
+// Go is rpcx's XClient.Go (see the top of this file).
+func (x *xClient) Go(ctx context.Context, serviceMethod string, args, reply any, done chan *client.Call) (*client.Call, error) {
+	if !x.nativeNow() {
+		return x.XClient.Go(ctx, serviceMethod, args, reply, done)
+	}
+	k := x.selectKey(ctx, serviceMethod, args)
+	if !x.onLanes(k) {
+		return x.XClient.Go(ctx, serviceMethod, args, reply, done)
+	}
+	ctx, st := x.callMetadata(ctx)
+	c, err := x.cachedClient(k)
+	if err != nil {
+		return nil, err
+	}
+	if done == nil {
+		done = make(chan *client.Call, 10)
+	}
+	rc, ok := c.(*rpcClient)
+	if !ok {
+		return c.Go(ctx, x.servicePath, serviceMethod, args, reply, done), nil
+	}
+	if reply == nil {
+		// rpcx sends a call without a reply value as oneway (rpcClient.Go).
+		call := &client.Call{ServicePath: x.servicePath, ServiceMethod: serviceMethod, Args: args, Done: done}
+		call.Error = rc.bc.cast(ctx, rc.addr, x.servicePath, serviceMethod, args, st)
+		lane.Deliver(call)
+		return call, nil
+	}
+	return rc.bc.goCall(ctx, rc.addr, x.servicePath, serviceMethod, args, reply, done, st), nil
+}
+
+// Oneshot is rpcx's XClient.Oneshot (see the top of this file): like
+// rpcx's, it reports a failure to choose or reach a server, not the
+// send's.
+func (x *xClient) Oneshot(ctx context.Context, serviceMethod string, args any) error {
+	if !x.nativeNow() {
+		return x.XClient.Oneshot(ctx, serviceMethod, args)
+	}
+	k := x.selectKey(ctx, serviceMethod, args)
+	if !x.onLanes(k) {
+		return x.XClient.Oneshot(ctx, serviceMethod, args)
+	}
+	ctx, st := x.callMetadata(ctx)
+	c, err := x.cachedClient(k)
+	if err != nil {
+		return err
+	}
+	if rc, ok := c.(*rpcClient); ok {
+		_ = rc.bc.cast(ctx, rc.addr, x.servicePath, serviceMethod, args, st)
+	} else {
+		c.Go(ctx, x.servicePath, serviceMethod, args, nil, nil)
+	}
+	return nil
+}
+
+// callMetadata puts the auth token and the server timeout in the call's
+// request metadata as rpcx's XClient does: into the caller's map, or a new
+// one for the token. st reports that there is no map, and the lane is to
+// write the server timeout (lane.Pending.ServerTimeout).
+func (x *xClient) callMetadata(ctx context.Context) (_ context.Context, st bool) {
+	m, _ := ctx.Value(lane.ReqMetaKey).(map[string]string)
+	if token := x.auth.Load(); token != nil && *token != "" {
+		if m == nil {
+			m = map[string]string{}
+			ctx = context.WithValue(ctx, share.ReqMetaDataKey, m)
+		}
+		m[share.AuthKey] = *token
+	}
+	if m == nil {
+		return ctx, true
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		m[share.ServerTimeout] = strconv.FormatInt(time.Until(deadline).Milliseconds(), 10)
+	}
+	return ctx, false
+}
+
+// withServerTimeout is rpcx's setServerTimeout, for a call the drop-in
+// hands to a plain rpcx client: a context with a deadline carries
+// "__ServerTimeout" in its request metadata, in a map made for it when it
+// has none.
+func withServerTimeout(ctx context.Context) context.Context {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return ctx
+	}
+	m, _ := ctx.Value(lane.ReqMetaKey).(map[string]string)
+	if m == nil {
+		m = map[string]string{}
+		ctx = context.WithValue(ctx, share.ReqMetaDataKey, m)
+	}
+	m[share.ServerTimeout] = strconv.FormatInt(time.Until(deadline).Milliseconds(), 10)
+	return ctx
+}
+
+// onLanes reports whether k is a key of this XClient's network ("" is
+// not).
+func (x *xClient) onLanes(k string) bool {
+	return len(k) > len(x.disc.network) && k[len(x.disc.network)] == '@' && strings.HasPrefix(k, x.disc.network)
+}
+
+// selectKey asks rpcx's selector for a server, under rpcx's lock, again
+// while it chooses one that is shutting down (skipDraining); "" when there
+// is none, or no selector.
+func (x *xClient) selectKey(ctx context.Context, serviceMethod string, args any) string {
+	// rpcx's random selector only reads its server list, which rpcx
+	// replaces under the write lock: callers may share the lock. Its other
+	// selectors keep state (round robin's position, weights) that each
+	// Select changes, and get the lock to themselves, as in rpcx.
+	if x.readOnlySelect {
+		x.layout.Mu.RLock()
+		defer x.layout.Mu.RUnlock()
+	} else {
+		x.layout.Mu.Lock()
+		defer x.layout.Mu.Unlock()
+	}
+	sel := x.layout.Selector()
+	if sel == nil {
+		return ""
+	}
+	k := sel.Select(ctx, x.servicePath, serviceMethod, args)
+	skip := skipDraining{x.bc}
+	for i := 0; i < maxRedraws && skip.draining(k); i++ {
+		k = sel.Select(ctx, x.servicePath, serviceMethod, args)
+	}
+	return k
+}
+
+// selectClient is rpcx's selectClient (Sticky unset).
+func (x *xClient) selectClient(ctx context.Context, serviceMethod string, args any) (string, client.RPCClient, error) {
+	k := x.selectKey(ctx, serviceMethod, args)
+	if k == "" {
+		return "", nil, client.ErrXClientNoServer
+	}
+	c, err := x.cachedClient(k)
+	return k, c, err
+}
+
+// cachedClient is rpcx's getCachedClient for the key of a server served
+// over lanes: the live RPCClient the builder caches, or a new one, made
+// and cached under rpcx's lock, as rpcx makes it. rpcx keeps no breaker
+// for such keys (the builder does). Its ClientConnected plugins are not
+// run: the native path runs only without plugins of the user's.
+func (x *xClient) cachedClient(k string) (client.RPCClient, error) {
+	if x.closed.Load() {
+		return nil, errXClientClosed
+	}
+	if !x.onLanes(k) {
+		return nil, client.ErrServerUnavailable
+	}
+	if rc := x.b.live(k); rc != nil {
+		return rc, nil // without rpcx's lock: the builder's copy of its cache
+	}
+	x.layout.Mu.Lock()
+	defer x.layout.Mu.Unlock()
+	if c := x.b.FindCachedClient(k, x.servicePath, ""); c != nil {
+		if !c.IsClosing() && !c.IsShutdown() {
+			return c, nil
+		}
+		x.b.DeleteCachedClient(c, k, x.servicePath, "")
+	}
+	c, err := x.b.GenerateClient(k, x.servicePath, "")
+	if err != nil {
+		return nil, err
+	}
+	c.RegisterServerMessageChan(x.b.ch)
+	x.b.SetCachedClient(c, k, x.servicePath, "")
+	return c, nil
+}
+
+// removeClient is rpcx's removeClient (Sticky unset): k's cached RPCClient
+// is dropped if it is still c, and c is closed.
+func (x *xClient) removeClient(k string, c client.RPCClient) {
+	x.layout.Mu.Lock()
+	if cached := x.b.FindCachedClient(k, x.servicePath, ""); cached == c {
+		x.b.DeleteCachedClient(c, k, x.servicePath, "")
+	}
+	x.layout.Mu.Unlock()
+	if c != nil {
+		c.UnregisterServerMessageChan()
+		c.Close()
+	}
+}
+
+// uncoverError is rpcx's: whether an error is the connection's, so that
+// rpcx drops the connection (not a service error, not the context's).
+func uncoverError(err error) bool {
+	return !isServiceError(err) && err != context.DeadlineExceeded && err != context.Canceled
+}
+
+// contextCanceled is rpcx's: whether err is the context's, as it is.
+func contextCanceled(err error) bool {
+	return err == context.DeadlineExceeded || err == context.Canceled
+}
+
+// isServiceError is rpcx's test for an error the handler returned.
+func isServiceError(err error) bool {
+	e, ok := err.(client.ServiceError)
+	return ok && e.IsServiceError()
+}
