@@ -104,7 +104,9 @@ fuzz-long:
 soak:
 	RPCXBATCH_SOAK=1 $(GO) test -count=1 -timeout 60m -v -run . ./reliability/
 
-# Side-by-side harness: plain rpcx vs rpcxbatch, server in its own process.
+# Side-by-side harness, server in its own process: four paths at every point,
+# plain rpcx's Client and XClient, rpcxbatch's Client and drop-in XClient
+# (PERF_FLAGS="-paths dropin,batch" narrows them).
 # PERF_FLAGS adds flags, e.g. the libraries' idle memory release for the
 # memory after the load: PERF_FLAGS="-server-idle-release 5s -client-idle-release 5s".
 PERF_FLAGS ?=

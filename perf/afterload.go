@@ -108,9 +108,9 @@ func measureAfterLoad(ctx context.Context, cfg Config, envs pathEnvs, points []P
 	a := afterLoad{Wait: cfg.AfterLoad, IdleClient: idleClient, Shared: cfg.SharedServer,
 		ServerIdleRelease: cfg.ServerIdleRelease, ClientIdleRelease: cfg.ClientIdleRelease}
 	pt := burstPoint(points)
-	for _, path := range []string{pathBatch, pathPlain} {
+	for _, path := range afterLoadOrder(cfg.runPaths()) {
 		env := envs[path]
-		if env == nil {
+		if env == nil || !offers(path, pt.Op) {
 			continue
 		}
 		fmt.Fprintf(stderr, "after the load, %s: %s w=%d pace=%dms × %d on a client kept open, then %v idle\n",
@@ -124,10 +124,27 @@ func measureAfterLoad(ctx context.Context, cfg Config, envs pathEnvs, points []P
 	return a, nil
 }
 
+// afterLoadOrder is the order the paths' bursts run in: rpcxbatch's
+// first (with a shared server, a burst meets what the ones before left).
+func afterLoadOrder(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if batchTransport(p) {
+			out = append(out, p)
+		}
+	}
+	for _, p := range paths {
+		if !batchTransport(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // pathAfter is one path's burst and wait.
 func pathAfter(ctx context.Context, env *runEnv, pt Point, path string) (pathAfterLoad, error) {
 	p := pathAfterLoad{Path: path, Burst: pt, ClientReleases: -1, IdleServer: env.idleServer, IdleServerMem: env.idleServerMem}
-	t, err := dialTarget(path, env.srv.addr, env.cfg)
+	t, err := dialTarget(path, pt.Op, env.srv.addr, env.cfg)
 	if err != nil {
 		return p, err
 	}
@@ -179,7 +196,7 @@ func (a afterLoad) print(w io.Writer) {
 	fmt.Fprintf(w, "\nmemory %v after the load, per path (its own burst, client kept open), idle memory release server %s, batch client %s (RSS MB idle before the sweep / settled before the burst / peak / after; back within 20 %% of settled?):\n",
 		a.Wait, releaseText(a.ServerIdleRelease), releaseText(a.ClientIdleRelease))
 	for _, p := range a.Paths {
-		fmt.Fprintf(w, "  %-5s burst %s w=%d pace=%dms%s\n", p.Path, p.Burst.Op, p.Burst.Writers, p.Burst.PaceMS, p.releasesText())
+		fmt.Fprintf(w, "  %-6s burst %s w=%d pace=%dms%s\n", p.Path, p.Burst.Op, p.Burst.Writers, p.Burst.PaceMS, p.releasesText())
 		fmt.Fprintf(w, "    client %6.0f / %6.0f / %6.0f / %6.0f  %v\n", a.IdleClient, p.SettledClient, p.PeakClient, p.AfterClient, within(p.AfterClient, p.SettledClient))
 		fmt.Fprintf(w, "    server %6.0f / %6.0f / %6.0f / %6.0f  %v\n", p.IdleServer, p.SettledServer, p.PeakServer, p.AfterServer, within(p.AfterServer, p.SettledServer))
 		fmt.Fprintf(w, "    client after (MB): %v\n    server after (MB): %v\n", p.AfterClientMem, p.AfterServerMem)
@@ -224,7 +241,7 @@ func (a afterLoad) markdown() string {
 // serversText says which server process each path's burst ran against.
 func (a afterLoad) serversText() string {
 	if a.Shared {
-		return "Both paths' bursts run against the same server process, the batch path's first."
+		return "Every path's burst runs against the same server process, the rpcxbatch paths' first."
 	}
 	return "Each path's burst runs against its own server process, the one its sweep points ran against."
 }

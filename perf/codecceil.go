@@ -55,7 +55,7 @@ var codecs = map[string]struct {
 
 // codecOf names the codec a result's operation spends its codec time in.
 func codecOf(r Result) string {
-	if r.Path == pathBatch && r.Op != "send" {
+	if batchTransport(r.Path) && r.Op != "send" {
 		return codecBatch
 	}
 	return codecRPCX

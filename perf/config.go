@@ -18,6 +18,9 @@ type Config struct {
 	Mode string
 	// Preset names the defaults applied ("quick", "full" or "").
 	Preset string
+	// Paths are the paths each point runs over (allPaths' names); the run
+	// keeps allPaths' order.
+	Paths []string
 	// Sweeps are the point grids to run, in order.
 	Sweeps []Sweep
 	// Messages is the operations per writer; 0 derives it per point from
@@ -89,14 +92,18 @@ type Point struct {
 	Messages int // per writer
 }
 
-var allOps = []string{"call", "cast", "send"}
+// allOps are the operations: call (a call and its reply), go (the same
+// call made with Go, waited for on its Done channel), cast (oneway) and
+// send (a send handler's bytes; the XClient paths have none).
+var allOps = []string{"call", "go", "cast", "send"}
 
 // presets are the named defaults: flags given on the command line win.
 var presets = map[string]func(c *Config){
-	// quick is `make perf-quick`: about four minutes on two cores (the
-	// closed loop at 1 to 10,000 writers, 5,000 writers paced at 100 ms,
-	// then per path one more burst and 30 s idle for the memory left
-	// behind, afterload.go).
+	// quick is `make perf-quick`: the four paths over the closed loop at 1
+	// to 10,000 writers, 5,000 writers paced at 100 ms, then per path one
+	// more burst and 30 s idle for the memory left behind (afterload.go);
+	// about four minutes on two cores with two paths, so some ten with
+	// four (-paths narrows it).
 	"quick": func(c *Config) {
 		// Points long enough (200,000 operations) that warm-up effects
 		// (pools, buffers, GC pacing) do not dominate; a single writer
@@ -128,10 +135,11 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs := flag.NewFlagSet("perf", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c Config
-	var ops, payloads, writers, paces string
-	fs.StringVar(&c.Mode, "mode", "sweep", "sweep: plain vs batch points, then the report; codec: only the codec ceiling")
+	var ops, payloads, writers, paces, paths string
+	fs.StringVar(&c.Mode, "mode", "sweep", "sweep: the points over every path, then the report; codec: only the codec ceiling")
 	fs.StringVar(&c.Preset, "preset", "", "defaults to start from: quick (make perf-quick) or full (make perf); other flags override")
-	fs.StringVar(&ops, "ops", "call,cast,send", "operations, comma-separated: call, cast, send")
+	fs.StringVar(&ops, "ops", strings.Join(allOps, ","), "operations, comma-separated: "+strings.Join(allOps, ", "))
+	fs.StringVar(&paths, "paths", strings.Join(allPaths, ","), "paths, comma-separated: plain (rpcx's Client), plainx (rpcx's XClient), batch (batchclient.Client), dropin (batchclient.NewXClient)")
 	fs.StringVar(&payloads, "payload", "data", "payload profiles, comma-separated: "+strings.Join(payloadNames(), ", "))
 	fs.StringVar(&writers, "writers", "1,100,1000,10000", "writer counts, comma-separated")
 	fs.StringVar(&paces, "pace", "0", "pause in ms between two operations of one writer, comma-separated; 0 = closed loop")
@@ -156,8 +164,9 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.NetemDelay, "netem-delay", "", "with -netns: tc netem delay each way, e.g. 100us")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: go run ./perf [flags]\n\n"+
-			"Runs each point (op × payload × pace × writers) over plain rpcx and over\n"+
-			"rpcxbatch against a server process per path (one with -shared-server),\n"+
+			"Runs each point (op × payload × pace × writers) over each path (plain\n"+
+			"rpcx's Client and XClient, rpcxbatch's Client and drop-in XClient)\n"+
+			"against a server process per path (one with -shared-server),\n"+
 			"prints a table, writes JSON lines\n"+
 			"and a report folder with figures.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -174,6 +183,9 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	var err error
 	sw := Sweep{}
 	if sw.Ops, err = parseOps(ops); err != nil {
+		return c, err
+	}
+	if c.Paths, err = parsePaths(paths); err != nil {
 		return c, err
 	}
 	if sw.Payloads, err = parsePayloads(payloads); err != nil {
@@ -296,7 +308,21 @@ func parseOps(s string) ([]string, error) {
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		if !slices.Contains(allOps, f) {
-			return nil, fmt.Errorf("-ops: unknown operation %q (call, cast, send)", f)
+			return nil, fmt.Errorf("-ops: unknown operation %q (%s)", f, strings.Join(allOps, ", "))
+		}
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+func parsePaths(s string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(allPaths, f) {
+			return nil, fmt.Errorf("-paths: unknown path %q (%s)", f, strings.Join(allPaths, ", "))
 		}
 		if !slices.Contains(out, f) {
 			out = append(out, f)

@@ -16,7 +16,8 @@ func TestParseDefaults(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "sweep", c.Mode)
 	require.Len(t, c.Sweeps, 1)
-	assert.Equal(t, []string{"call", "cast", "send"}, c.Sweeps[0].Ops)
+	assert.Equal(t, []string{"call", "go", "cast", "send"}, c.Sweeps[0].Ops)
+	assert.Equal(t, []string{"plain", "plainx", "batch", "dropin"}, c.Paths, "every path by default")
 	assert.Equal(t, []string{"data"}, c.Sweeps[0].Payloads)
 	assert.Equal(t, []int{1, 100, 1000, 10000}, c.Sweeps[0].Writers)
 	assert.Equal(t, []int{0}, c.Sweeps[0].PacesMS)
@@ -39,6 +40,7 @@ func TestParseLists(t *testing.T) {
 func TestParseErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"-ops", "call,publish"},
+		{"-paths", "plain,rpcx"},
 		{"-payload", "huge"},
 		{"-writers", "0"},
 		{"-writers", "1,x"},
@@ -62,7 +64,7 @@ func TestPresetQuickAndOverrides(t *testing.T) {
 	assert.Equal(t, "perf/results/quick.jsonl", c.Out)
 	assert.Equal(t, []int{1, 10, 100, 1000, 10000}, c.Sweeps[0].Writers)
 	points, skipped := c.Points()
-	assert.Len(t, points, 16, "3 ops × 5 writer counts closed loop, and 5,000 writers paced")
+	assert.Len(t, points, 21, "4 ops × 5 writer counts closed loop, and 5,000 writers paced")
 	assert.Empty(t, skipped)
 	last := points[len(points)-1]
 	assert.Equal(t, Point{Op: "call", Payload: "data", Writers: 5000, PaceMS: 100, Messages: 50}, last)
@@ -94,6 +96,38 @@ func TestMessagesPerPoint(t *testing.T) {
 	points, skipped := c.Points()
 	assert.Len(t, points, 1)
 	assert.Len(t, skipped, 1)
+}
+
+// -paths picks the paths, RPCXBATCH_PERF_ONLY (a comma list) narrows them
+// further; the run keeps allPaths' order whatever the order given.
+func TestPathSelection(t *testing.T) {
+	c, err := parseConfig([]string{"-paths", "dropin, plainx,dropin"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"dropin", "plainx"}, c.Paths)
+	assert.Equal(t, []string{"plainx", "dropin"}, c.runPaths())
+
+	c, err = parseConfig(nil, io.Discard)
+	require.NoError(t, err)
+	t.Setenv(onlyPathEnv, "dropin,batch")
+	assert.Equal(t, []string{"batch", "dropin"}, c.runPaths())
+	t.Setenv(onlyPathEnv, "plain")
+	assert.Equal(t, []string{"plain"}, c.runPaths())
+	t.Setenv(onlyPathEnv, "")
+	assert.Equal(t, allPaths, c.runPaths())
+}
+
+// Every path offers call, go and cast; send only the two that are not an
+// XClient.
+func TestPathsOffer(t *testing.T) {
+	for _, p := range allPaths {
+		for _, op := range []string{"call", "go", "cast"} {
+			assert.True(t, offers(p, op), "%s %s", p, op)
+		}
+	}
+	assert.True(t, offers(pathPlain, "send"))
+	assert.True(t, offers(pathBatch, "send"))
+	assert.False(t, offers(pathPlainX, "send"))
+	assert.False(t, offers(pathDropin, "send"))
 }
 
 func TestPayloadSizes(t *testing.T) {
@@ -129,7 +163,7 @@ func TestPresetFullPacedCount(t *testing.T) {
 			assert.Equal(t, 50, p.Messages, "paced points run a fixed count per writer")
 		}
 	}
-	assert.Len(t, points, 84, "75 closed-loop points less 3 skipped (1 MiB × 10,000 writers), 12 paced")
+	assert.Len(t, points, 112, "100 closed-loop points less 4 skipped (1 MiB × 10,000 writers), 16 paced")
 }
 
 func TestMaxPerWriter(t *testing.T) {
@@ -156,6 +190,8 @@ func TestCeilingFractionByCodec(t *testing.T) {
 	}{
 		{"call", pathPlain, 0.5}, {"cast", pathPlain, 0.25}, {"send", pathPlain, 0.25},
 		{"call", pathBatch, 0.125}, {"cast", pathBatch, 0.0625}, {"send", pathBatch, 0.25},
+		{"go", pathPlainX, 0.5}, {"cast", pathPlainX, 0.25},
+		{"go", pathDropin, 0.125}, {"cast", pathDropin, 0.0625},
 	} {
 		f, ok := ceilingFraction(Result{Op: tc.op, Path: tc.path, Payload: "data", OpsPerS: 50}, cs)
 		require.True(t, ok, "%s %s", tc.op, tc.path)

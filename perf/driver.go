@@ -36,7 +36,8 @@ type measurement struct {
 	clientRSS, clientG   int64
 	server               ServerStats
 	// lanes is the batch client's lanes to the server at the end of the
-	// point (0 on the plain path).
+	// point (0 on the other paths: the drop-in XClient keeps its Client
+	// to itself).
 	lanes int
 }
 
@@ -62,7 +63,7 @@ func (d *doneCounter) sum() int64 {
 // runPath measures one point over one path, on a fresh client closed
 // after it.
 func runPath(ctx context.Context, env *runEnv, pt Point, path string) (measurement, error) {
-	t, err := dialTarget(path, env.srv.addr, env.cfg)
+	t, err := dialTarget(path, pt.Op, env.srv.addr, env.cfg)
 	if err != nil {
 		return measurement{}, err
 	}
@@ -101,7 +102,7 @@ func runOn(ctx context.Context, env *runEnv, t target, pt Point, path string) (m
 		wg    sync.WaitGroup
 		start = make(chan struct{})
 	)
-	if pt.Op == "call" {
+	if replied(pt.Op) {
 		hist = new(histogram)
 	}
 	pace := time.Duration(pt.PaceMS) * time.Millisecond
@@ -137,7 +138,7 @@ func runOn(ctx context.Context, env *runEnv, t target, pt Point, path string) (m
 	wg.Wait() // every writer stops at its count or at pctx's end
 	m.submitted = done.sum()
 	m.ops = m.submitted
-	if pt.Op != "call" {
+	if !replied(pt.Op) {
 		// A cast or a send counts once the server has run it.
 		left := env.cfg.PointTimeout - time.Since(t0)
 		r, err := env.ctl.wait(ctx, m.submitted, max(left, time.Millisecond))
@@ -320,7 +321,7 @@ func warmup(ctx context.Context, env *runEnv, t target, pt Point, prof *profile,
 		}
 		done += n / g * g
 	}
-	if pt.Op != "call" {
+	if !replied(pt.Op) {
 		r, err := env.ctl.wait(ctx, int64(done), env.cfg.PointTimeout)
 		if err != nil {
 			return err

@@ -15,7 +15,8 @@ import (
 )
 
 // TestTinySweep runs one tiny point end to end, as `go run ./perf` would:
-// server process, both paths, all three operations, JSON lines, report.
+// server process per path, all four paths, all four operations (send only
+// on the plain and batch paths: an XClient has none), JSON lines, report.
 func TestTinySweep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a server process")
@@ -31,13 +32,18 @@ func TestTinySweep(t *testing.T) {
 	require.NoError(t, run(ctx, cfg, &stdout, &stderr), stderr.String())
 
 	assert.Contains(t, stdout.String(), "ratio")
+	assert.Contains(t, stdout.String(), "d÷plainx")
+	assert.Contains(t, stdout.String(), "d÷batch")
+	assert.Regexp(t, `(?m)^send .*\bn/a\b`, stdout.String(), "the XClient paths' send cells")
 	assert.Contains(t, stdout.String(), "after the load")
-	assert.Contains(t, stdout.String(), "batch burst call w=2", "the batch path's own burst")
-	assert.Contains(t, stdout.String(), "plain burst call w=2", "the plain path's own burst")
+	assert.Contains(t, stdout.String(), "batch  burst call w=2", "the batch path's own burst")
+	assert.Contains(t, stdout.String(), "plain  burst call w=2", "the plain path's own burst")
+	assert.Contains(t, stdout.String(), "dropin burst call w=2", "the drop-in path's own burst")
+	assert.Contains(t, stdout.String(), "plainx burst call w=2", "rpcx's XClient path's own burst")
 	b, err := os.ReadFile(filepath.Join(dir, "r.jsonl"))
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	require.Len(t, lines, 6, "3 ops × 2 paths")
+	require.Len(t, lines, 14, "call, go and cast × 4 paths, send × 2")
 	seen := map[string]bool{}
 	for _, line := range lines {
 		var obj map[string]any
@@ -55,25 +61,33 @@ func TestTinySweep(t *testing.T) {
 		assert.False(t, r.Bounded)
 		assert.Positive(t, r.OpsPerS)
 		assert.Positive(t, r.ServerRSSMB)
-		if r.Op == "call" {
+		if replied(r.Op) {
 			require.NotNil(t, r.P99us)
 			assert.Positive(t, *r.P99us)
 		} else {
 			assert.Nil(t, r.P99us)
 		}
-		if r.Path == pathBatch {
-			require.NotNil(t, r.AvgBatch, "%s batch", r.Op)
+		if batchTransport(r.Path) {
+			require.NotNil(t, r.AvgBatch, "%s %s", r.Op, r.Path)
 			assert.GreaterOrEqual(t, *r.AvgBatch, 1.0)
 		} else {
 			assert.Nil(t, r.AvgBatch)
 		}
 	}
-	assert.Len(t, seen, 6)
+	assert.Len(t, seen, 14)
+	for _, path := range allPaths {
+		assert.True(t, seen["go/"+path], "go over %s", path)
+		assert.True(t, seen["cast/"+path], "cast over %s", path)
+	}
+	assert.False(t, seen["send/"+pathDropin] || seen["send/"+pathPlainX], "an XClient has no send")
 	report, err := os.ReadFile(filepath.Join(dir, "report", "report.md"))
 	require.NoError(t, err)
 	assert.Regexp(t, `\| server \| \d+ \| \d+ \| \d+ \| \d`, string(report), "the memory after the load, with figures")
 	assert.Regexp(t, `\| batch \| call w=2 pace=0 \| client \| \d+`, string(report), "the batch path's own row")
 	assert.Regexp(t, `\| plain \| call w=2 pace=0 \| server \| \d+`, string(report), "the plain path's own row")
+	assert.Regexp(t, `\| dropin \| call w=2 pace=0 \| server \| \d+`, string(report), "the drop-in path's own row")
+	assert.Regexp(t, `\| send \| 2 \| - \| [\d,]+ \| n/a \| [\d,]+ \| n/a \|`, string(report), "send: n/a on the XClient paths")
+	assert.Contains(t, string(report), "dropin ÷ plainx")
 	for _, f := range []string{"report.md", "ceiling.json", "throughput-data-pace0.svg", "throughput-call-data-pace0.svg"} {
 		_, err := os.Stat(filepath.Join(dir, "report", f))
 		assert.NoError(t, err, f)
@@ -100,7 +114,7 @@ func TestTinyPacedPoint(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(dir, "r.jsonl"))
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	require.Len(t, lines, 2, "both paths")
+	require.Len(t, lines, 4, "every path")
 	for _, line := range lines {
 		var r Result
 		require.NoError(t, json.Unmarshal([]byte(line), &r))

@@ -16,13 +16,15 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
 )
 
-// The figures: throughput against writer count, plain vs batch, one panel
+// The figures: throughput against writer count, every path, one panel
 // per operation, as the ecall README draws them. Everything gonum-specific
 // lives in this file.
 
 var (
 	plainColor    = color.RGBA{R: 200, G: 70, B: 50, A: 255}
+	plainXColor   = color.RGBA{R: 230, G: 150, B: 40, A: 255}
 	batchColor    = color.RGBA{R: 40, G: 90, B: 200, A: 255}
+	dropinColor   = color.RGBA{R: 140, G: 60, B: 180, A: 255}
 	intendedColor = color.RGBA{R: 120, G: 120, B: 120, A: 255}
 	ceilingColor  = color.RGBA{R: 30, G: 150, B: 80, A: 255}
 )
@@ -52,7 +54,7 @@ func groupsOf(results []Result) []group {
 func (g group) slug() string { return fmt.Sprintf("%s-pace%d", g.Payload, g.PaceMS) }
 
 // drawFigures writes, per payload and pace, one SVG per operation and one
-// with the three operations side by side on the same scale.
+// with the operations side by side on the same scale.
 func drawFigures(dir string, results []Result, cs []Ceiling) ([]figure, error) {
 	var figs []figure
 	for _, g := range groupsOf(results) {
@@ -69,7 +71,7 @@ func drawFigures(dir string, results []Result, cs []Ceiling) ([]figure, error) {
 			if err := p.Save(16*vg.Centimeter, 11*vg.Centimeter, filepath.Join(dir, name)); err != nil {
 				return nil, fmt.Errorf("figure %s: %w", name, err)
 			}
-			figs = append(figs, figure{name, fmt.Sprintf("%s throughput against writers, plain rpcx vs rpcxbatch, %s payload, pace %d ms", op, g.Payload, g.PaceMS)})
+			figs = append(figs, figure{name, fmt.Sprintf("%s throughput against writers, plain rpcx's Client and XClient vs rpcxbatch's Client and drop-in XClient, %s payload, pace %d ms", op, g.Payload, g.PaceMS)})
 		}
 		if len(row) < 2 {
 			continue
@@ -82,7 +84,7 @@ func drawFigures(dir string, results []Result, cs []Ceiling) ([]figure, error) {
 			return nil, err
 		}
 		// The side-by-side figure goes first in the report.
-		figs = append([]figure{{name, fmt.Sprintf("call, cast and send throughput against writers on one scale, %s payload, pace %d ms", g.Payload, g.PaceMS)}}, figs...)
+		figs = append([]figure{{name, fmt.Sprintf("every operation's throughput against writers on one scale, %s payload, pace %d ms", g.Payload, g.PaceMS)}}, figs...)
 	}
 	return figs, nil
 }
@@ -97,7 +99,7 @@ func opPlot(g group, op string, results []Result, cs []Ceiling) (*plot.Plot, flo
 			continue
 		}
 		series[r.Path] = append(series[r.Path], plotter.XY{X: float64(r.Writers), Y: r.OpsPerS})
-		if r.IntendedPerS != nil && r.Path == pathBatch {
+		if r.IntendedPerS != nil && !slices.ContainsFunc(intended, func(xy plotter.XY) bool { return xy.X == float64(r.Writers) }) {
 			intended = append(intended, plotter.XY{X: float64(r.Writers), Y: *r.IntendedPerS})
 		}
 	}
@@ -132,8 +134,19 @@ func opPlot(g group, op string, results []Result, cs []Ceiling) (*plot.Plot, flo
 			top, lo, hi = max(top, xy.Y), min(lo, xy.X), max(hi, xy.X)
 		}
 	}
-	add("plain rpcx", series[pathPlain], plainColor, false)
-	add("rpcxbatch", series[pathBatch], batchColor, false)
+	for _, l := range []struct {
+		path, name string
+		c          color.Color
+	}{
+		{pathPlain, "plain rpcx Client", plainColor},
+		{pathPlainX, "plain rpcx XClient", plainXColor},
+		{pathBatch, "rpcxbatch Client", batchColor},
+		{pathDropin, "rpcxbatch drop-in XClient", dropinColor},
+	} {
+		if len(series[l.path]) > 0 {
+			add(l.name, series[l.path], l.c, false)
+		}
+	}
 	if len(intended) > 0 {
 		add("intended", intended, intendedColor, true)
 	}
@@ -149,7 +162,7 @@ func opPlot(g group, op string, results []Result, cs []Ceiling) (*plot.Plot, flo
 				continue
 			}
 			bound := c.OnewayPerS
-			if op == "call" {
+			if replied(op) {
 				bound = c.CallsPerS
 			}
 			l, err := plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: bound}, {X: p.X.Max, Y: bound}})

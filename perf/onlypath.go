@@ -1,15 +1,37 @@
 package main
 
-import "os"
+import (
+	"os"
+	"slices"
+	"strings"
+)
 
-// onlyPathEnv, when set to "plain" or "batch", runs only that path of each
-// point: for a CPU profile (see profileEnv) of one path alone, since both
-// processes serve both paths in turn and a whole-run profile mixes them.
-// The table then shows zeros for the path left out.
+// onlyPathEnv, when set to a comma list of paths ("batch", "dropin,batch"),
+// runs only those paths of each point: for a CPU profile (see profileEnv)
+// of one path alone, since a whole-run profile of the client process mixes
+// every path. The table then shows "-" for the paths left out.
 const onlyPathEnv = "RPCXBATCH_PERF_ONLY"
 
-// skipPath reports whether path is left out of this run.
-func skipPath(path string) bool {
-	only := os.Getenv(onlyPathEnv)
-	return only != "" && only != path
+// onlyPaths is onlyPathEnv's list, nil when it is not set.
+func onlyPaths() []string {
+	var out []string
+	for _, f := range strings.Split(os.Getenv(onlyPathEnv), ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// runPaths are the paths this run measures, in allPaths order: those of
+// -paths, less those onlyPathEnv leaves out.
+func (c Config) runPaths() []string {
+	only := onlyPaths()
+	var out []string
+	for _, p := range allPaths {
+		if slices.Contains(c.Paths, p) && (only == nil || slices.Contains(only, p)) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -136,14 +137,14 @@ func newResult(pt Point, path string, m measurement, env *runEnv) Result {
 	r.ServerBytesPerOp = perOp(float64(m.server.Bytes), m.ops)
 	r.ServerSockWrites = perOp(float64(m.server.SocketWrites), m.ops)
 	r.ServerSockBytes = perOp(float64(m.server.SocketBytes), m.ops)
-	if path == pathBatch {
+	if batchTransport(path) {
 		// The lanes the client had opened by the end of the point (they
 		// follow the load, up to the server's pool).
 		r.Lanes = m.lanes
 		if m.server.Frames > 0 {
 			r.AvgBatch = ptr(float64(m.server.Entries) / float64(m.server.Frames))
 		}
-		if m.server.ReplyFrames > 0 && pt.Op == "call" {
+		if m.server.ReplyFrames > 0 && replied(pt.Op) {
 			r.AvgReplyBatch = ptr(float64(m.server.Calls) / float64(m.server.ReplyFrames))
 		}
 	} else {
@@ -189,40 +190,119 @@ func (s *jsonSink) close() error {
 	return s.f.Close()
 }
 
-// tableHeader and tableRow print the stdout table: one row per point,
-// plain and batch side by side, ratio = batch ops/s ÷ plain ops/s.
-func tableHeader(w io.Writer) {
-	fmt.Fprintf(w, "%-4s %-13s %6s %5s | %10s %10s %6s | %9s %9s | %8s %8s | %7s %7s | %6s %s\n",
-		"op", "payload", "writers", "pace", "plain/s", "batch/s", "ratio",
-		"p99 plain", "p99 batch", "cpuµs/op", "cpuµs/op", "wr/op", "wr/op", "batch", "notes")
-	fmt.Fprintf(w, "%-4s %-13s %6s %5s | %10s %10s %6s | %9s %9s | %8s %8s | %7s %7s | %6s\n",
-		"", "", "", "ms", "", "", "", "µs", "µs", "plain", "batch", "plain", "batch", "avg")
+// The stdout table: one row per point, the paths side by side. Per path:
+// ops/s, p99 latency, client CPU µs per op and client + server CPU µs per
+// op; the ratios batch ÷ plain (the direct Client against rpcx's),
+// dropin ÷ plainx (each XClient) and dropin ÷ batch (what the drop-in
+// keeps of the direct Client); write syscalls per op of plain and batch,
+// and the batch path's entries per frame. "n/a": the path has no such
+// operation (an XClient has no send); "-": not measured in this run.
+type tableCol struct {
+	group, head string
+	// path is the path a per-path column shows ("" for the others).
+	path  string
+	width int
+	cell  func(got map[string]Result) string
 }
 
-func tableRow(w io.Writer, plain, batch Result) {
-	ratio := 0.0
-	if plain.OpsPerS > 0 {
-		ratio = batch.OpsPerS / plain.OpsPerS
+// perPath is a column per path of what v takes from its result.
+func perPath(group string, width int, paths []string, v func(Result) string) []tableCol {
+	var cols []tableCol
+	for _, path := range paths {
+		cols = append(cols, tableCol{group, path, path, width, func(got map[string]Result) string {
+			r, ok := got[path]
+			if !ok {
+				return "-"
+			}
+			return v(r)
+		}})
 	}
-	notes := ""
-	for _, r := range []Result{plain, batch} {
+	return cols
+}
+
+// ratioCol is num's ops/s over den's.
+func ratioCol(num, den string) tableCol {
+	return tableCol{"ratio", num[:1] + "÷" + den, "", 8, func(got map[string]Result) string {
+		n, okn := got[num]
+		d, okd := got[den]
+		if !okn || !okd || d.OpsPerS <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2fx", n.OpsPerS/d.OpsPerS)
+	}}
+}
+
+var tableCols = func() []tableCol {
+	var cols []tableCol
+	cols = append(cols, perPath("ops/s", 9, allPaths, func(r Result) string { return fmt.Sprintf("%.0f", r.OpsPerS) })...)
+	cols = append(cols, ratioCol(pathBatch, pathPlain), ratioCol(pathDropin, pathPlainX), ratioCol(pathDropin, pathBatch))
+	cols = append(cols, perPath("p99 µs", 6, allPaths, func(r Result) string { return fmtOpt(r.P99us, 0) })...)
+	cols = append(cols, perPath("client cpu µs/op", 6, allPaths, func(r Result) string { return fmtOpt(r.ClientCPUusPerOp, 1) })...)
+	cols = append(cols, perPath("cpu µs/op", 6, allPaths, func(r Result) string { return fmtOpt(r.CPUusPerOp, 1) })...)
+	cols = append(cols, perPath("wr/op", 6, []string{pathPlain, pathBatch}, func(r Result) string { return fmtOpt(r.WritesPerOp, 3) })...)
+	cols = append(cols, perPath("avg", 6, []string{pathBatch}, func(r Result) string { return fmtOpt(r.AvgBatch, 1) })...)
+	return cols
+}()
+
+// tableHeader prints the table's two header lines: the column groups and
+// the paths.
+func tableHeader(w io.Writer) {
+	var top, sub strings.Builder
+	fmt.Fprintf(&top, "%-4s %-13s %7s %5s", "op", "payload", "writers", "pace")
+	fmt.Fprintf(&sub, "%-4s %-13s %7s %5s", "", "", "", "ms")
+	last := ""
+	for _, c := range tableCols {
+		label := ""
+		if c.group != last {
+			label = c.group
+			top.WriteString(" |")
+			sub.WriteString(" |")
+			last = c.group
+		}
+		fmt.Fprintf(&top, " %-*s", c.width, label)
+		fmt.Fprintf(&sub, " %*s", c.width, c.head)
+	}
+	fmt.Fprintln(w, strings.TrimRight(top.String(), " ")+" | notes")
+	fmt.Fprintln(w, sub.String())
+}
+
+// tableRow prints point pt's row from its results by path.
+func tableRow(w io.Writer, pt Point, got map[string]Result) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-4s %-13s %7d %5d", pt.Op, pt.Payload, pt.Writers, pt.PaceMS)
+	last := ""
+	for _, c := range tableCols {
+		if c.group != last {
+			b.WriteString(" |")
+			last = c.group
+		}
+		v := c.cell(got)
+		if v == "-" && c.path != "" && !offers(c.path, pt.Op) {
+			v = "n/a"
+		}
+		fmt.Fprintf(&b, " %*s", c.width, v)
+	}
+	var notes []string
+	for _, path := range allPaths {
+		r, ok := got[path]
+		if !ok {
+			continue
+		}
 		if r.Bounded {
-			notes += r.Path + " bounded; "
+			notes = append(notes, r.Path+" bounded")
 		}
 		if r.Errors > 0 {
-			notes += fmt.Sprintf("%s %d errors (%s); ", r.Path, r.Errors, r.FirstError)
+			notes = append(notes, fmt.Sprintf("%s %d errors (%s)", r.Path, r.Errors, r.FirstError))
 		}
 		if r.PctIntended != nil {
-			notes += fmt.Sprintf("%s %.0f%% of intended; ", r.Path, *r.PctIntended)
+			notes = append(notes, fmt.Sprintf("%s %.0f%% of intended", r.Path, *r.PctIntended))
+		}
+		if r.Lanes > 0 && batchTransport(r.Path) {
+			notes = append(notes, fmt.Sprintf("%s %d lanes", r.Path, r.Lanes))
 		}
 	}
-	if batch.Lanes > 0 {
-		notes += fmt.Sprintf("%d lanes; ", batch.Lanes)
-	}
-	fmt.Fprintf(w, "%-4s %-13s %6d %5d | %10.0f %10.0f %5.2fx | %9s %9s | %8s %8s | %7s %7s | %6s %s\n",
-		plain.Op, plain.Payload, plain.Writers, plain.PaceMS, plain.OpsPerS, batch.OpsPerS, ratio,
-		fmtOpt(plain.P99us, 0), fmtOpt(batch.P99us, 0), fmtOpt(plain.CPUusPerOp, 1), fmtOpt(batch.CPUusPerOp, 1),
-		fmtOpt(plain.WritesPerOp, 3), fmtOpt(batch.WritesPerOp, 3), fmtOpt(batch.AvgBatch, 1), notes)
+	fmt.Fprintf(&b, " | %s", strings.Join(notes, "; "))
+	fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 }
 
 func fmtOpt(v *float64, prec int) string {

@@ -30,7 +30,7 @@ func startProgress(env *runEnv, pt Point, path string, done *doneCounter) (stop 
 			}
 			line := fmt.Sprintf("  %s %s %s w=%d pace=%dms %4.0fs: %d/%d done",
 				pt.Op, path, pt.Payload, pt.Writers, pt.PaceMS, time.Since(t0).Seconds(), done.sum(), total)
-			if pt.Op != "call" {
+			if !replied(pt.Op) {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				if n, err := env.ctl.count(ctx); err == nil {
 					line += fmt.Sprintf(", %d run on the server", n)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,11 +29,14 @@ func writeReport(cfg Config, results []Result, cs []Ceiling, mem *afterLoad, too
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# rpcxbatch perf report\n\n")
-	fmt.Fprintf(&b, "- date: %s\n- machine: %s; %s %s/%s\n- command: `%s`\n- sweep: %d points × 2 paths in %v\n",
+	paths := resultPaths(results)
+	fmt.Fprintf(&b, "- date: %s\n- machine: %s; %s %s/%s\n- command: `%s`\n- sweep: %d points × %d paths (%s) in %v\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine(), runtime.Version(), runtime.GOOS, runtime.GOARCH,
-		commandLine(), len(results)/2, took.Round(time.Second))
+		commandLine(), len(pointRows(results, nil)), len(paths), strings.Join(paths, ", "), took.Round(time.Second))
 	if len(results) > 0 {
-		fmt.Fprintf(&b, "- server: own process, GOMAXPROCS %d; batch client: lanes follow the load, up to the server's pool (%d at most in this run); plain: one rpcx `*client.Client`\n",
+		fmt.Fprintf(&b, "- server: own process, GOMAXPROCS %d; plain: one rpcx `*client.Client`; plainx: rpcx's `client.NewXClient`; "+
+			"batch: one `batchclient.Client`, lanes follow the load, up to the server's pool (%d at most in this run); "+
+			"dropin: `batchclient.NewXClient` (the same arguments as rpcx's); both XClients Failtry, RandomSelect, over peer-to-peer discovery\n",
 			results[0].GOMAXPROCS, batchLanes(results))
 	}
 	if cfg.Netns {
@@ -44,8 +48,11 @@ func writeReport(cfg Config, results []Result, cs []Ceiling, mem *afterLoad, too
 	if cfg.SharedServer {
 		servers = "against the same server process (`-shared-server`)"
 	}
-	b.WriteString("\nHow to read: each point runs both paths back to back, " + servers + "; " +
-		"ratio = rpcxbatch ops/s ÷ plain rpcx ops/s. Cast and send points end when the server has run every operation. " +
+	b.WriteString("\nHow to read: each point runs every path back to back, " + servers + "; " +
+		"batch ÷ plain = the direct Client's ops/s ÷ rpcx's Client's, dropin ÷ plainx = the drop-in XClient's ÷ rpcx's XClient's, " +
+		"dropin ÷ batch = what the drop-in keeps of the direct Client. An XClient has no send: n/a. " +
+		"`go` is the call made with `Go` and waited for on its Done channel. " +
+		"Cast and send points end when the server has run every operation. " +
 		"CPU is user + system time of each process over the point; writes are write syscalls (`syscw`), bytes are `wchar`, " +
 		"both from `/proc/self/io`, less the harness's own control and progress traffic. " +
 		"A point marked bounded hit `-point-timeout` before its count.\n")
@@ -56,13 +63,38 @@ func writeReport(cfg Config, results []Result, cs []Ceiling, mem *afterLoad, too
 	}
 	for _, g := range groupsOf(results) {
 		fmt.Fprintf(&b, "### %s payload, %s\n\n", g.Payload, paceText(g.PaceMS))
-		b.WriteString("| op | writers | intended/s | plain/s | batch/s | ratio | p50 µs plain | p50 µs batch | p99 µs plain | p99 µs batch | p99.9 µs plain | p99.9 µs batch | notes |\n")
-		b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
-		for _, pr := range pairs(results, g) {
-			p, q := pr[0], pr[1]
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-				p.Op, thousands(float64(p.Writers)), optThousands(q.IntendedPerS), thousands(p.OpsPerS), thousands(q.OpsPerS), ratio(p, q),
-				fmtOpt(p.P50us, 0), fmtOpt(q.P50us, 0), fmtOpt(p.P99us, 0), fmtOpt(q.P99us, 0), fmtOpt(p.P999us, 0), fmtOpt(q.P999us, 0), notes(p, q))
+		b.WriteString("| op | writers | intended/s |")
+		for _, p := range paths {
+			b.WriteString(" " + p + "/s |")
+		}
+		for _, rc := range reportRatios {
+			fmt.Fprintf(&b, " %s ÷ %s |", rc[0], rc[1])
+		}
+		for _, q := range []string{"p50", "p99", "p99.9"} {
+			for _, p := range paths {
+				fmt.Fprintf(&b, " %s µs %s |", q, p)
+			}
+		}
+		b.WriteString(" notes |\n|---|--:|--:|" + strings.Repeat("--:|", len(paths)*4+len(reportRatios)) + "---|\n")
+		for _, got := range pointRows(results, &g) {
+			pt := anyResult(got)
+			fmt.Fprintf(&b, "| %s | %s | %s |", pt.Op, thousands(float64(pt.Writers)), optThousands(pt.IntendedPerS))
+			for _, p := range paths {
+				b.WriteString(" " + cellOf(got, p, pt.Op, func(r Result) string { return thousands(r.OpsPerS) }) + " |")
+			}
+			for _, rc := range reportRatios {
+				b.WriteString(" " + ratio(got, rc[0], rc[1]) + " |")
+			}
+			for _, q := range []func(Result) *float64{
+				func(r Result) *float64 { return r.P50us },
+				func(r Result) *float64 { return r.P99us },
+				func(r Result) *float64 { return r.P999us },
+			} {
+				for _, p := range paths {
+					b.WriteString(" " + cellOf(got, p, pt.Op, func(r Result) string { return fmtOpt(q(r), 0) }) + " |")
+				}
+			}
+			b.WriteString(" " + notes(got) + " |\n")
 		}
 		b.WriteString("\n")
 	}
@@ -87,22 +119,31 @@ func writeReport(cfg Config, results []Result, cs []Ceiling, mem *afterLoad, too
 	b.WriteString("\n## Codec ceiling\n\nIn one process, on all cores, with no transport: msgpack encoding and decoding of the payload, " +
 		"and of the reply for a call, with each codec. `rpcx` is rpcx's `share.Codecs[protocol.MsgPack]`, which the plain path uses " +
 		"(and both paths for sends, whose bytes the harness encodes); `rpcxbatch` is the batch path's encoding of call and cast payloads " +
-		"(the same bytes, see `internal/fastcodec`). Every transport on this machine pays at least its codec's cost per operation, " +
+		"(the same bytes, see `internal/fastcodec`), which the drop-in uses too. Every transport on this machine pays at least its codec's cost per operation, " +
 		"so the ceiling bounds what it can reach here. The two rows' ratio is what the batch path gains from its codec alone.\n\n")
 	b.WriteString("| payload | codec | bytes | calls/s bound | CPU µs per call | oneway/s bound | CPU µs per oneway |\n|---|---|--:|--:|--:|--:|--:|\n")
 	for _, c := range cs {
 		fmt.Fprintf(&b, "| %s | %s | %d | %s | %.2f | %s | %.2f |\n", c.Payload, c.Codec, c.PayloadBytes, thousands(c.CallsPerS), c.CPUusPerCall, thousands(c.OnewayPerS), c.CPUusPerOneway)
 	}
 	b.WriteString("\nEach path as a fraction of its own codec's ceiling (calls against the call bound, casts and sends against the oneway bound):\n\n")
-	b.WriteString("| op | payload | pace | writers | batch/s | fraction of ceiling | plain fraction |\n|---|---|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| op | payload | pace | writers |")
+	for _, p := range paths {
+		b.WriteString(" " + p + " fraction |")
+	}
+	b.WriteString("\n|---|---|--:|--:|" + strings.Repeat("--:|", len(paths)) + "\n")
 	for _, g := range groupsOf(results) {
-		for _, pr := range pairs(results, g) {
-			p, q := pr[0], pr[1]
-			fq, okq := ceilingFraction(q, cs)
-			fp, _ := ceilingFraction(p, cs)
-			if okq {
-				fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %.1f %% | %.1f %% |\n", q.Op, q.Payload, q.PaceMS, thousands(float64(q.Writers)), thousands(q.OpsPerS), 100*fq, 100*fp)
+		for _, got := range pointRows(results, &g) {
+			pt := anyResult(got)
+			fmt.Fprintf(&b, "| %s | %s | %d | %s |", pt.Op, pt.Payload, pt.PaceMS, thousands(float64(pt.Writers)))
+			for _, p := range paths {
+				b.WriteString(" " + cellOf(got, p, pt.Op, func(r Result) string {
+					if f, ok := ceilingFraction(r, cs); ok {
+						return fmt.Sprintf("%.1f %%", 100*f)
+					}
+					return "-"
+				}) + " |")
 			}
+			b.WriteString("\n")
 		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, "report.md"), b.Bytes(), 0o644); err != nil {
@@ -118,21 +159,68 @@ func writeReport(cfg Config, results []Result, cs []Ceiling, mem *afterLoad, too
 	return nil
 }
 
-// pairs returns the [plain, batch] results of a group, in run order.
-func pairs(results []Result, g group) [][2]Result {
-	var out [][2]Result
-	for _, p := range results {
-		if p.Path != pathPlain || p.Payload != g.Payload || p.PaceMS != g.PaceMS {
-			continue
-		}
-		for _, q := range results {
-			if q.Path == pathBatch && q.Payload == p.Payload && q.PaceMS == p.PaceMS && q.Op == p.Op && q.Writers == p.Writers {
-				out = append(out, [2]Result{p, q})
-				break
-			}
+// reportRatios are the throughput ratios the report gives, numerator
+// first: the direct Client against rpcx's Client, the drop-in XClient
+// against rpcx's XClient, and the drop-in against the direct Client.
+var reportRatios = [][2]string{{pathBatch, pathPlain}, {pathDropin, pathPlainX}, {pathDropin, pathBatch}}
+
+// resultPaths are the paths that have results, in allPaths order.
+func resultPaths(results []Result) []string {
+	var out []string
+	for _, p := range allPaths {
+		if slices.ContainsFunc(results, func(r Result) bool { return r.Path == p }) {
+			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// pointRows returns each point's results by path, in run order; with g,
+// only the points of that group.
+func pointRows(results []Result, g *group) []map[string]Result {
+	type key struct {
+		op, payload     string
+		writers, paceMS int
+	}
+	var out []map[string]Result
+	index := map[key]int{}
+	for _, r := range results {
+		if g != nil && (r.Payload != g.Payload || r.PaceMS != g.PaceMS) {
+			continue
+		}
+		k := key{r.Op, r.Payload, r.Writers, r.PaceMS}
+		i, ok := index[k]
+		if !ok {
+			i = len(out)
+			index[k] = i
+			out = append(out, map[string]Result{})
+		}
+		out[i][r.Path] = r
+	}
+	return out
+}
+
+// anyResult is one of a point's results, for what all of them share (op,
+// writers, pace, intended rate).
+func anyResult(got map[string]Result) Result {
+	for _, p := range allPaths {
+		if r, ok := got[p]; ok {
+			return r
+		}
+	}
+	return Result{}
+}
+
+// cellOf is v of path's result, "n/a" when the path has no such operation
+// and "-" when it did not run.
+func cellOf(got map[string]Result, path, op string, v func(Result) string) string {
+	if r, ok := got[path]; ok {
+		return v(r)
+	}
+	if !offers(path, op) {
+		return "n/a"
+	}
+	return "-"
 }
 
 // batchLanes is the most lanes a batch client had at the end of a point.
@@ -146,16 +234,23 @@ func batchLanes(results []Result) int {
 	return most
 }
 
-func ratio(plain, batch Result) string {
-	if plain.OpsPerS <= 0 {
+// ratio is num's ops/s over den's in a point, "-" when either is missing.
+func ratio(got map[string]Result, num, den string) string {
+	n, okn := got[num]
+	d, okd := got[den]
+	if !okn || !okd || d.OpsPerS <= 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.2f×", batch.OpsPerS/plain.OpsPerS)
+	return fmt.Sprintf("%.2f×", n.OpsPerS/d.OpsPerS)
 }
 
-func notes(plain, batch Result) string {
+func notes(got map[string]Result) string {
 	var n []string
-	for _, r := range []Result{plain, batch} {
+	for _, p := range allPaths {
+		r, ok := got[p]
+		if !ok {
+			continue
+		}
 		if r.PctIntended != nil {
 			n = append(n, fmt.Sprintf("%s %.0f %% of intended", r.Path, *r.PctIntended))
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/smallnest/rpcx/log"
 )
 
-// run executes cfg: the sweep (a server process per path, points over both paths,
+// run executes cfg: the sweep (a server process per path, points over every path,
 // table, JSON lines, codec ceiling, report) or only the codec ceiling.
 func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	log.SetLogger(quietLogger{log.GetLogger()})
@@ -78,26 +78,27 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	defer sink.close()
 
-	for _, path := range []string{pathPlain, pathBatch} {
+	paths := cfg.runPaths()
+	for _, path := range paths {
 		if env := envs[path]; env != nil {
 			fmt.Fprintf(stderr, "%s path: server pid %d on %s (GOMAXPROCS %d, %d lanes per batch client)\n",
 				path, env.info.Pid, env.srv.addr, env.info.GOMAXPROCS, env.info.PoolSize)
 		}
 	}
-	fmt.Fprintf(stderr, "%d points × 2 paths, each bounded by %v\n", len(points), cfg.PointTimeout)
+	fmt.Fprintf(stderr, "%d points × %d paths, each bounded by %v\n", len(points), len(paths), cfg.PointTimeout)
 	tableHeader(stdout)
 	var results []Result
 	started := time.Now()
 	for i, pt := range points {
-		// Alternate which path goes first, so that neither always meets a
-		// server warmed (or tired) by the other.
-		paths := []string{pathPlain, pathBatch}
+		// Alternate the paths' order, so that none always meets a machine
+		// warmed (or tired) by the others.
+		order := slices.Clone(paths)
 		if i%2 == 1 {
-			slices.Reverse(paths)
+			slices.Reverse(order)
 		}
 		got := map[string]Result{}
-		for _, path := range paths {
-			if skipPath(path) {
+		for _, path := range order {
+			if !offers(path, pt.Op) {
 				continue
 			}
 			fmt.Fprintf(progress, "point %d/%d: %s %s %s w=%d pace=%dms × %d messages\n",
@@ -113,7 +114,7 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 			got[path] = r
 			results = append(results, r)
 		}
-		tableRow(stdout, got[pathPlain], got[pathBatch])
+		tableRow(stdout, pt, got)
 	}
 	fmt.Fprintf(stderr, "sweep took %v\n", time.Since(started).Round(time.Second))
 	var mem *afterLoad
@@ -167,29 +168,39 @@ func ceilings(ctx context.Context, cfg Config) ([]Ceiling, error) {
 	return out, nil
 }
 
-// printFractions prints each batch point's throughput as a fraction of
-// its payload's codec ceiling.
+// printFractions prints each rpcxbatch point's throughput (batch and
+// dropin paths) as a fraction of its payload's codec ceiling.
 func printFractions(w io.Writer, results []Result, cs []Ceiling) {
-	fmt.Fprintln(w, "\nbatch path as a fraction of the codec ceiling:")
+	fmt.Fprintln(w, "\nrpcxbatch paths as a fraction of the codec ceiling:")
 	for _, r := range results {
-		if r.Path != pathBatch {
+		if !batchTransport(r.Path) {
 			continue
 		}
 		if f, ok := ceilingFraction(r, cs); ok {
-			fmt.Fprintf(w, "  %-4s %-13s w=%-6d pace=%-4d %10.0f/s = %5.1f %%  (%d lanes)\n", r.Op, r.Payload, r.Writers, r.PaceMS, r.OpsPerS, 100*f, r.Lanes)
+			fmt.Fprintf(w, "  %-4s %-6s %-13s w=%-6d pace=%-4d %10.0f/s = %5.1f %%%s\n", r.Op, r.Path, r.Payload, r.Writers, r.PaceMS, r.OpsPerS, 100*f, lanesText(r))
 		}
 	}
 }
 
+// lanesText is the lanes an rpcxbatch point ended with, when known (the
+// drop-in XClient does not show its Client's).
+func lanesText(r Result) string {
+	if r.Lanes <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("  (%d lanes)", r.Lanes)
+}
+
 // ceilingFraction is r's throughput over the ceiling of the codec it uses:
-// the call ceiling for calls, the oneway one for casts and sends.
+// the call ceiling for calls (call and go), the oneway one for casts and
+// sends.
 func ceilingFraction(r Result, cs []Ceiling) (float64, bool) {
 	for _, c := range cs {
 		if c.Payload != r.Payload || c.Codec != codecOf(r) {
 			continue
 		}
 		bound := c.OnewayPerS
-		if r.Op == "call" {
+		if replied(r.Op) {
 			bound = c.CallsPerS
 		}
 		if bound > 0 {

@@ -11,14 +11,44 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
 )
 
-// The two paths under test. Each run gets a fresh client, connected and
-// warmed before the clock starts and closed after the stats are taken, so
-// nothing one run leaves behind (rpcx's oneway goroutines, queued entries)
-// reaches the next.
+// The paths under test: plain rpcx's Client and XClient, the direct
+// batchclient.Client and the drop-in XClient (batchclient.NewXClient).
+// Each run gets a fresh client, connected and warmed before the clock
+// starts and closed after the stats are taken, so nothing one run leaves
+// behind (rpcx's oneway goroutines, queued entries) reaches the next.
 const (
-	pathPlain = "plain"
-	pathBatch = "batch"
+	pathPlain  = "plain"
+	pathPlainX = "plainx"
+	pathBatch  = "batch"
+	pathDropin = "dropin"
 )
+
+// allPaths are the paths in table order: each rpcx client, then its
+// rpcxbatch counterpart.
+var allPaths = []string{pathPlain, pathPlainX, pathBatch, pathDropin}
+
+// batchTransport reports whether path runs over rpcxbatch's lanes (and so
+// has batch frames, lanes and the batch codec).
+func batchTransport(path string) bool { return path == pathBatch || path == pathDropin }
+
+// offers reports whether path has a form of op: an XClient has no Send,
+// so the XClient paths skip send points.
+func offers(path, op string) bool {
+	return op != "send" || path == pathPlain || path == pathBatch
+}
+
+// replied reports whether op waits for the handler's reply (call and go),
+// rather than counting once the server has run it (cast and send).
+func replied(op string) bool { return op == "call" || op == "go" }
+
+// servicePath is the service an operation goes to: Perf answers calls,
+// Sink counts oneway deliveries.
+func servicePath(op string) string {
+	if replied(op) {
+		return "Perf"
+	}
+	return "Sink"
+}
 
 // opFunc performs one operation for writer w.
 type opFunc func(ctx context.Context) error
@@ -32,14 +62,38 @@ type target interface {
 	close()
 }
 
-func dialTarget(path, addr string, cfg Config) (target, error) {
+// dialTarget makes path's client for points of op (an XClient serves one
+// service path, the one op goes to).
+func dialTarget(path, op, addr string, cfg Config) (target, error) {
 	switch path {
 	case pathPlain:
 		return dialPlain(addr)
 	case pathBatch:
 		return dialBatch(addr, clientOptions(cfg)...)
+	case pathPlainX, pathDropin:
+		return dialXClient(path, servicePath(op), addr, cfg)
 	}
 	return nil, fmt.Errorf("unknown path %q", path)
+}
+
+// rpcxOption is the rpcx client option every path starts from.
+func rpcxOption() client.Option {
+	opt := client.DefaultOption
+	opt.ConnectTimeout = 3 * time.Second
+	return opt
+}
+
+// awaitCall waits for an asynchronous call's completion, or ctx's end.
+// Each writer of a go point passes Go a done channel of its own, reused
+// call after call (it has one call out at a time): rpcx's Client.Go
+// signals nothing when done is nil.
+func awaitCall(ctx context.Context, call *client.Call) error {
+	select {
+	case c := <-call.Done:
+		return c.Error
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // plainTarget is one rpcx *client.Client: one connection, as an XClient
@@ -47,9 +101,7 @@ func dialTarget(path, addr string, cfg Config) (target, error) {
 type plainTarget struct{ c *client.Client }
 
 func dialPlain(addr string) (*plainTarget, error) {
-	opt := client.DefaultOption
-	opt.ConnectTimeout = 3 * time.Second
-	c := client.NewClient(opt)
+	c := client.NewClient(rpcxOption())
 	if err := c.Connect("tcp", addr); err != nil {
 		return nil, fmt.Errorf("plain rpcx connect %s: %w", addr, err)
 	}
@@ -57,9 +109,15 @@ func dialPlain(addr string) (*plainTarget, error) {
 }
 
 func (t *plainTarget) op(ctx context.Context, op string, p *profile, args any, _ int) (context.Context, opFunc) {
-	if op == "call" {
+	switch op {
+	case "call":
 		reply := p.newValue()
 		return ctx, func(ctx context.Context) error { return t.c.Call(ctx, "Perf", p.method, args, reply) }
+	case "go":
+		reply, done := p.newValue(), make(chan *client.Call, 1)
+		return ctx, func(ctx context.Context) error {
+			return awaitCall(ctx, t.c.Go(ctx, "Perf", p.method, args, reply, done))
+		}
 	}
 	// cast and send: rpcx's oneway call, exactly as XClient.Oneshot makes
 	// it (Go with a nil reply and no done channel); plain rpcx has nothing
@@ -103,6 +161,11 @@ func (t *batchTarget) op(ctx context.Context, op string, p *profile, args any, w
 	case "call":
 		reply := p.newValue()
 		return ctx, func(ctx context.Context) error { return t.c.Call(ctx, t.addr, "Perf", p.method, args, reply) }
+	case "go":
+		reply, done := p.newValue(), make(chan *client.Call, 1)
+		return ctx, func(ctx context.Context) error {
+			return awaitCall(ctx, t.c.Go(ctx, t.addr, "Perf", p.method, args, reply, done))
+		}
 	case "cast":
 		return ctx, func(ctx context.Context) error { return t.c.Cast(ctx, t.addr, "Sink", p.method, args) }
 	}
