@@ -146,3 +146,7 @@ func WatchedLanes(c *Client) int {
 	}
 	return n
 }
+
+// NativeCalls reports whether xc, a drop-in XClient, would run its next
+// call on its own path (xclient_native.go) rather than rpcx's XClient.
+func NativeCalls(xc client.XClient) bool { return xc.(*xClient).nativeNow() }

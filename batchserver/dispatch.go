@@ -1,7 +1,6 @@
 package batchserver
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -34,6 +33,7 @@ func entryContext(c *conn, e *codec.Entry, arrived time.Time, fr *frameHold) *en
 		deadline = arrived.Add(time.Duration(e.TimeoutMicros) * time.Microsecond)
 	}
 	ec := newEntryCtx(c.c, arrived, e.Metadata, e.TimeoutMicros > 0, deadline)
+	ec.serverTimeout = e.ServerTimeout
 	ec.frame = fr
 	return ec
 }
@@ -100,7 +100,7 @@ func (p *Plugin) execute(ec *entryCtx, e *codec.Entry, dst []byte, fc *fastcodec
 	if p.deadlinePassed(ec, e) {
 		return nil, ErrDeadlinePassed
 	}
-	if err := p.auth(ctx, e); err != nil {
+	if err := p.auth(ec, e); err != nil {
 		if e.Kind != codec.KindCall {
 			p.preWriteOneway(ec, err)
 		}
@@ -191,12 +191,13 @@ func (e *PanicError) Error() string {
 // auth applies the server's AuthFunc to one entry, as rpcx applies it to
 // one plain request: with the entry's path, method and metadata and the
 // token the caller put in its metadata.
-func (p *Plugin) auth(ctx context.Context, e *codec.Entry) error {
+func (p *Plugin) auth(ec *entryCtx, e *codec.Entry) error {
 	if p.s.AuthFunc == nil {
 		return nil
 	}
+	ctx := ec.shareContext()
 	req := protocol.NewMessage()
-	req.ServicePath, req.ServiceMethod, req.Metadata = e.ServicePath, e.ServiceMethod, e.Metadata
+	req.ServicePath, req.ServiceMethod, req.Metadata = e.ServicePath, e.ServiceMethod, ec.requestMetadata(e)
 	req.SetSerializeType(protocol.SerializeType(e.SerializeType))
 	if err := p.s.AuthFunc(ctx, req, e.Metadata[share.AuthKey]); err != nil {
 		p.metrics.errAuth.Inc(1)
@@ -223,7 +224,7 @@ func (p *Plugin) runSend(c *conn, ec *entryCtx, e *codec.Entry) {
 	if p.deadlinePassed(ec, e) {
 		return
 	}
-	if err := p.auth(ctx, e); err != nil {
+	if err := p.auth(ec, e); err != nil {
 		p.preWriteOneway(ec, err)
 		return
 	}

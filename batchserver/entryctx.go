@@ -3,6 +3,7 @@ package batchserver
 import (
 	"context"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/smallnest/rpcx/server"
 	"github.com/smallnest/rpcx/share"
 
+	"github.com/rpcxbatch/rpcxbatch/codec"
 	"github.com/rpcxbatch/rpcxbatch/internal/rpcxlayout"
 )
 
@@ -35,6 +37,11 @@ type entryCtx struct {
 	start int64 // boxed only when a handler asks for it
 
 	hasDeadline bool
+	// serverTimeout says the request metadata holds rpcx's
+	// "__ServerTimeout" beside what reqMeta holds, which the map gets when
+	// it is made (codec.Entry.ServerTimeout: the entry's only metadata,
+	// not decoded into a map of its own).
+	serverTimeout bool
 	// hs is the request hooks present when the entry's frame was
 	// delivered (see req below). Beside hasDeadline, not after req: the
 	// two bools then share one word, and the struct is 192 bytes, a size
@@ -144,8 +151,24 @@ func (e *entryCtx) metadata(m *map[string]string) map[string]string {
 	defer e.metaMu.Unlock()
 	if *m == nil {
 		*m = make(map[string]string)
+		if m == &e.reqMeta && e.serverTimeout {
+			// The time left as the caller sent it: the deadline is the
+			// frame's arrival plus that time (entryContext).
+			(*m)[share.ServerTimeout] = strconv.FormatInt((e.dl.deadline.UnixNano()-e.start)/int64(time.Millisecond), 10)
+		}
 	}
 	return *m
+}
+
+// requestMetadata is entry e's request metadata as rpcx hands a request's
+// to its plugins and AuthFunc: e.Metadata, or, when the entry carried only
+// the server timeout, the map the handler sees too, made now, which e
+// keeps from here on.
+func (e *entryCtx) requestMetadata(en *codec.Entry) map[string]string {
+	if en.ServerTimeout {
+		en.Metadata, en.ServerTimeout = e.metadata(&e.reqMeta), false
+	}
+	return en.Metadata
 }
 
 // String names the context in debug output, as context types do.

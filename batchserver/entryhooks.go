@@ -28,13 +28,13 @@ import (
 // requestMessage builds the request message of e, as rpcx would have read
 // it: the entry's service path, method, metadata, serialize type and
 // payload; casts and sends are oneway.
-func requestMessage(e *codec.Entry) *protocol.Message {
+func requestMessage(ec *entryCtx, e *codec.Entry) *protocol.Message {
 	req := protocol.NewMessage()
 	req.SetMessageType(protocol.Request)
 	req.SetOneway(e.Kind != codec.KindCall)
 	req.SetSerializeType(protocol.SerializeType(e.SerializeType))
 	req.ServicePath, req.ServiceMethod = e.ServicePath, e.ServiceMethod
-	req.Metadata, req.Payload = e.Metadata, e.Payload
+	req.Metadata, req.Payload = ec.requestMetadata(e), e.Payload
 	return req
 }
 
@@ -48,7 +48,7 @@ func (p *Plugin) readEntry(ec *entryCtx, e *codec.Entry, hs hookSet) (err error)
 	if hs == 0 {
 		return nil
 	}
-	req := requestMessage(e)
+	req := requestMessage(ec, e)
 	ec.req, ec.hs = req, hs
 	if hs&(hookPreRead|hookPostRead) == 0 {
 		return nil

@@ -65,7 +65,7 @@ func (r handlerRouter) lookup(service, method string) server.Handler {
 // handler's error is logged at ERROR and becomes the reply when the
 // handler wrote none, as rpcx writes it with WriteError.
 func (p *Plugin) runHandler(ec *entryCtx, e *codec.Entry, h server.Handler, dst []byte) ([]byte, error) {
-	req := requestMessage(e)
+	req := requestMessage(ec, e)
 	req.Metadata = ec.metadata(&ec.reqMeta)
 	rc := &replyCapture{Conn: ec.conn}
 	// async false: the handler's Write returns once the response is kept,

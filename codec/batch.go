@@ -56,8 +56,13 @@ type Entry struct {
 	// TimeoutMicros, which rpcx's XClient puts in the metadata of every
 	// call whose context has a deadline. The drop-in XClient's calls carry
 	// it so instead of in a map made per call. Metadata must not hold the
-	// key, and TimeoutMicros must be set (non-zero). Decoding never sets
-	// it: the pair is in the decoded Metadata.
+	// key, and TimeoutMicros must be set (non-zero).
+	//
+	// Decoding sets it, and leaves Metadata nil, when that pair is an
+	// entry's only metadata and its value is what an encoder writes for
+	// the entry's TimeoutMicros (ServerTimeoutValue): the server then
+	// makes the map only when someone asks for it. Any other metadata
+	// decodes into Metadata, the pair with it.
 	ServerTimeout bool
 	// Payload is the already-encoded argument. Decoded entries alias the
 	// frame's bytes.
@@ -91,6 +96,13 @@ func AppendEntry(dst []byte, e *Entry) []byte {
 	dst = mpack.AppendUint(dst, uint64(e.SerializeType))
 	dst = mpack.AppendBin(dst, e.Payload)
 	return appendInt(dst, e.TimeoutMicros)
+}
+
+// ServerTimeoutValue is the "__ServerTimeout" value an entry with
+// ServerTimeout carries: TimeoutMicros in whole milliseconds, -1 when
+// expired.
+func (e *Entry) ServerTimeoutValue() string {
+	return string(appendServerTimeoutValue(make([]byte, 0, 20), e.TimeoutMicros))
 }
 
 // EntrySize is an upper bound of the bytes AppendEntry writes for e, used to
@@ -171,7 +183,8 @@ func decodeEntry(r *reader, e *Entry, prev *Entry) (err error) {
 	if e.ServiceMethod, err = r.strAs("service method", prev.ServiceMethod); err != nil {
 		return err
 	}
-	if e.Metadata, err = r.strMap("metadata"); err != nil {
+	var timeoutRaw []byte
+	if e.Metadata, timeoutRaw, err = r.entryMetadata(); err != nil {
 		return err
 	}
 	st, err := r.uint("serialize type")
@@ -185,8 +198,17 @@ func decodeEntry(r *reader, e *Entry, prev *Entry) (err error) {
 	if e.Payload, err = r.bin("payload"); err != nil {
 		return err
 	}
-	e.TimeoutMicros, err = r.int("timeout")
-	return err
+	if e.TimeoutMicros, err = r.int("timeout"); err != nil {
+		return err
+	}
+	if timeoutRaw != nil {
+		if e.TimeoutMicros > 0 && string(timeoutRaw) == string(appendServerTimeoutValue(make([]byte, 0, 20), e.TimeoutMicros)) {
+			e.ServerTimeout = true
+		} else {
+			e.Metadata = map[string]string{serverTimeoutKey: string(timeoutRaw)}
+		}
+	}
+	return nil
 }
 
 func checkVersion(r *reader) error {

@@ -212,31 +212,45 @@ func TestKindString(t *testing.T) {
 }
 
 // TestServerTimeoutPairDecodesAsRPCXWritesIt checks that an entry with
-// ServerTimeout decodes with rpcx's "__ServerTimeout" pair beside its own
-// metadata, in the milliseconds of the time left, and that EntrySize
-// bounds what AppendEntry wrote.
+// ServerTimeout decodes with rpcx's "__ServerTimeout" pair, in the
+// milliseconds of the time left: beside other metadata in Metadata, alone
+// as the ServerTimeout flag (the map made only on demand), and that a
+// value an encoder would not have written for the timeout (another
+// client's) is kept as it came. EntrySize bounds what AppendEntry wrote.
 func TestServerTimeoutPairDecodesAsRPCXWritesIt(t *testing.T) {
 	require.Equal(t, share.ServerTimeout, serverTimeoutKey)
 	for _, tc := range []struct {
 		meta   map[string]string
 		micros int64
 		want   string
+		flag   bool
 	}{
-		{nil, 2_500_999, "2500"},
-		{map[string]string{"a": "1", share.AuthKey: "tok"}, 1_000, "1"},
-		{nil, -1, "-1"},
+		{nil, 2_500_999, "2500", true},
+		{map[string]string{"a": "1", share.AuthKey: "tok"}, 1_000, "1", false},
+		{nil, -1, "-1", false},
 	} {
 		e := Entry{Kind: KindCall, ID: 7, ServicePath: "S", ServiceMethod: "M", Metadata: tc.meta, Payload: []byte{1}, TimeoutMicros: tc.micros, ServerTimeout: true}
 		frame := AppendEntry(AppendBatchHeader(nil, 1, 1), &e)
 		require.LessOrEqual(t, len(frame)-len(AppendBatchHeader(nil, 1, 1)), EntrySize(&e))
 		_, got, err := DecodeBatch(frame, 0)
 		require.NoError(t, err)
+		require.Equal(t, tc.micros, got[0].TimeoutMicros)
+		require.Equal(t, tc.want, got[0].ServerTimeoutValue())
+		require.Equal(t, tc.flag, got[0].ServerTimeout)
 		want := map[string]string{share.ServerTimeout: tc.want}
 		for k, v := range tc.meta {
 			want[k] = v
 		}
-		require.Equal(t, want, got[0].Metadata)
-		require.False(t, got[0].ServerTimeout)
-		require.Equal(t, tc.micros, got[0].TimeoutMicros)
+		if tc.flag {
+			require.Nil(t, got[0].Metadata)
+		} else {
+			require.Equal(t, want, got[0].Metadata)
+		}
 	}
+	// Another client's value, not the one the timeout gives: kept.
+	e := Entry{Kind: KindCall, ID: 1, ServicePath: "S", ServiceMethod: "M", Metadata: map[string]string{share.ServerTimeout: "9"}, TimeoutMicros: 2_000_000}
+	_, got, err := DecodeBatch(AppendEntry(AppendBatchHeader(nil, 1, 1), &e), 0)
+	require.NoError(t, err)
+	require.False(t, got[0].ServerTimeout)
+	require.Equal(t, map[string]string{share.ServerTimeout: "9"}, got[0].Metadata)
 }

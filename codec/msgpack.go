@@ -52,12 +52,45 @@ func appendServerTimeout(b []byte, m map[string]string, micros int64) []byte {
 	for k, v := range m {
 		b = mpack.AppendStr(mpack.AppendStr(b, k), v)
 	}
+	var num [20]byte
+	return mpack.AppendStr(mpack.AppendStr(b, serverTimeoutKey), string(appendServerTimeoutValue(num[:0], micros)))
+}
+
+// appendServerTimeoutValue appends the server timeout of micros in
+// decimal milliseconds, -1 when micros < 0.
+func appendServerTimeoutValue(b []byte, micros int64) []byte {
 	ms := micros / 1000
 	if micros < 0 {
 		ms = -1
 	}
-	var num [20]byte
-	return mpack.AppendStr(mpack.AppendStr(b, serverTimeoutKey), string(strconv.AppendInt(num[:0], ms, 10)))
+	return strconv.AppendInt(b, ms, 10)
+}
+
+// entryMetadata reads an entry's metadata map. When its one pair is the
+// server timeout, the value's bytes come back instead (raw, aliasing the
+// frame), for the caller to check against the entry's timeout.
+func (r *reader) entryMetadata() (m map[string]string, raw []byte, err error) {
+	start := r.pos
+	n, err := r.mapLen("metadata")
+	if err != nil || n == 0 {
+		return nil, nil, err
+	}
+	if n == 1 {
+		k, err := r.strBytes("metadata")
+		if err != nil {
+			return nil, nil, err
+		}
+		if string(k) == serverTimeoutKey {
+			v, err := r.strBytes("metadata")
+			if err != nil {
+				return nil, nil, err
+			}
+			return nil, v, nil
+		}
+	}
+	r.pos = start
+	m, err = r.strMap("metadata")
+	return m, nil, err
 }
 
 // reader decodes msgpack values from a byte slice. Every method checks the
