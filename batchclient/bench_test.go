@@ -246,6 +246,64 @@ func BenchmarkCast(b *testing.B) {
 	}
 }
 
+// BenchmarkGo is BenchmarkCall's Echo.Data through Go: each goroutine
+// starts a call and waits on its Done channel (one made per call), over
+// the same four paths, at 1 and 1,000 goroutines.
+func BenchmarkGo(b *testing.B) {
+	wc := &testsvc.WriteCounter{}
+	s := server.NewServer()
+	s.Plugins.Add(wc)
+	require.NoError(b, s.RegisterName("Echo", new(testsvc.Echo), ""))
+	_, err := batchserver.New(s)
+	require.NoError(b, err)
+	addr, stop, err := testsvc.Serve(s)
+	require.NoError(b, err)
+	defer stop()
+	for _, g := range []int{1, 1000} {
+		for _, path := range benchPaths {
+			b.Run(fmt.Sprintf("g=%d/%s", g, path), func(b *testing.B) {
+				var start func(ctx context.Context, a, r *testsvc.Data, done chan *client.Call) (*client.Call, error)
+				switch path {
+				case "plain":
+					pc := client.NewClient(client.DefaultOption)
+					require.NoError(b, pc.Connect("tcp", addr))
+					b.Cleanup(func() { pc.Close() })
+					start = func(ctx context.Context, a, r *testsvc.Data, done chan *client.Call) (*client.Call, error) {
+						return pc.Go(ctx, "Echo", "Data", a, r, done), nil
+					}
+				case "plainx", "dropin":
+					xc := dialXClient(b, path, addr)
+					start = func(ctx context.Context, a, r *testsvc.Data, done chan *client.Call) (*client.Call, error) {
+						return xc.Go(ctx, "Data", a, r, done)
+					}
+				default:
+					c, err := batchclient.New()
+					require.NoError(b, err)
+					b.Cleanup(func() { c.Close() })
+					waitConnected(b, c, addr)
+					start = func(ctx context.Context, a, r *testsvc.Data, done chan *client.Call) (*client.Call, error) {
+						return c.Go(ctx, addr, "Echo", "Data", a, r, done), nil
+					}
+				}
+				call := func(ctx context.Context, a, r *testsvc.Data) error {
+					done := make(chan *client.Call, 1)
+					c, err := start(ctx, a, r, done)
+					if err != nil {
+						return err
+					}
+					select {
+					case <-c.Done:
+						return c.Error
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+				benchCalls(b, g, wc, call, nil)
+			})
+		}
+	}
+}
+
 // countingEcho is Echo that counts the calls it ran.
 type countingEcho struct{ n atomic.Int64 }
 
