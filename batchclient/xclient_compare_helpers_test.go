@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 	"sync"
@@ -302,6 +303,13 @@ func describeErr(f *cmpFleet, err error) *cmpErr {
 		return nil
 	}
 	e := &cmpErr{Text: err.Error(), Type: fmt.Sprintf("%T", err)}
+	// Documented difference (docs/semantics.md, "is unreachable"): where
+	// rpcx's XClient returns the dial error, the drop-in returns
+	// ErrPeerDown wrapping it. The dial error itself is compared.
+	var dial *net.OpError
+	if errors.As(err, &dial) && dial.Op == "dial" {
+		e.Text, e.Type = dial.Error(), fmt.Sprintf("%T", dial)
+	}
 	if f != nil {
 		e.Text = f.normalize(e.Text)
 	}

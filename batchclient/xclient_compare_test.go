@@ -1,6 +1,8 @@
 package batchclient_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -8,6 +10,7 @@ import (
 	"time"
 
 	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/protocol"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -222,4 +225,221 @@ func sortedNames(f *cmpFleet, seq []string) []string {
 		out[i] = rank[s]
 	}
 	return out
+}
+
+// compareCalls runs steps through an XClient of each maker, made by mk
+// over a fresh discovery of f, and compares their outcomes: call by call
+// when exact, else as multisets (where rpcx's own order is a map's).
+// expect, when not nil, turns each of rpcx's outcomes into the drop-in's
+// documented (or known, see strictDiffs) difference from it.
+func compareCalls(t *testing.T, f *cmpFleet, exact bool, mk func(m xcMaker) client.XClient, steps func(xc client.XClient) []cmpOutcome, expect func(o *cmpOutcome)) {
+	t.Helper()
+	var got [][]string
+	for mi, m := range xcMakers {
+		f.log.take()
+		var out []string
+		for _, o := range steps(mk(m)) {
+			if mi == 0 && expect != nil {
+				expect(&o)
+			}
+			b, err := json.Marshal(o)
+			require.NoError(t, err)
+			out = append(out, string(b))
+		}
+		if !exact {
+			sort.Strings(out)
+		}
+		got = append(got, out)
+	}
+	assert.Equal(t, got[0], got[1], "rpcx (expected) against the drop-in (actual)")
+}
+
+// TestXClientCompareFailModes: Failfast, Failtry, Failover and Failbackup
+// with Option.Retries = 2, through Call, Go and Oneshot, with a handler
+// that fails (a service error: rpcx does not retry), a server down (a
+// closed listener: a connection error, which Failtry retries on the same
+// server and Failover on the next), every server down, and a slow handler
+// (Failbackup sends a backup call after BackupLatency): the same errors,
+// replies, handler runs and metadata on both XClients.
+func TestXClientCompareFailModes(t *testing.T) {
+	opt := client.DefaultOption
+	opt.Retries = 2
+	opt.BackupLatency = 150 * time.Millisecond
+	modes := []struct {
+		name string
+		fm   client.FailMode
+	}{{"Failfast", client.Failfast}, {"Failtry", client.Failtry}, {"Failover", client.Failover}, {"Failbackup", client.Failbackup}}
+	cases := []struct {
+		name  string
+		cfg   cmpFleetConfig
+		args  CmpArgs
+		calls int
+		exact bool
+	}{
+		{name: "service error", cfg: cmpFleetConfig{n: 1}, args: CmpArgs{Fail: map[string]string{"*": "refused by the handler"}}, calls: 2, exact: true},
+		{name: "service error on one of two", cfg: cmpFleetConfig{n: 2}, args: CmpArgs{Fail: map[string]string{"s0": "s0 refuses"}}, calls: 4},
+		{name: "one of two down", cfg: cmpFleetConfig{n: 1, dead: 1}, calls: 4},
+		{name: "two of three down", cfg: cmpFleetConfig{n: 1, dead: 2}, calls: 3},
+		{name: "all down", cfg: cmpFleetConfig{dead: 2}, calls: 2, exact: true},
+		{name: "slow handler", cfg: cmpFleetConfig{n: 1}, args: CmpArgs{SleepMs: map[string]int{"*": 400}}, calls: 1, exact: true},
+	}
+	for _, tc := range cases {
+		f := startCmpFleet(t, tc.cfg)
+		for _, mode := range modes {
+			for _, kind := range callKinds {
+				if tc.name == "slow handler" && (mode.name != "Failbackup" && kind.name != "Call") {
+					continue
+				}
+				t.Run(tc.name+"/"+mode.name+"/"+kind.name, func(t *testing.T) {
+					mk := func(m xcMaker) client.XClient {
+						return newCmpXClient(t, m, mode.fm, client.RoundRobin, f.discovery(t, nil), opt)
+					}
+					compareCalls(t, f, tc.exact, mk, func(xc client.XClient) []cmpOutcome {
+						var out []cmpOutcome
+						for i := range tc.calls {
+							args := tc.args
+							args.A, args.B, args.ResMeta = 1, 7, true
+							if tc.exact {
+								args.A = i
+							}
+							wait := -1
+							if kind.name == "Oneshot" || mode.fm == client.Failbackup {
+								// Handlers that run after the caller returned.
+								wait = 0
+							}
+							out = append(out, kind.do(t, f, xc, 10*time.Second, true, &args, wait))
+						}
+						return out
+					}, nil)
+				})
+			}
+		}
+	}
+}
+
+// TestXClientCompareDeadlines: a ctx with a deadline (rpcx's XClient
+// sends __ServerTimeout, and the handler's ctx has a deadline), one
+// without (neither), and one already past, through Call, Go and Oneshot,
+// with and without the caller's metadata maps, over a batch server and a
+// plain one: the same errors, handler runs and metadata on both.
+func TestXClientCompareDeadlines(t *testing.T) {
+	for _, plain := range []bool{false, true} {
+		f := startCmpFleet(t, cmpFleetConfig{n: 1, plain: plain})
+		server := map[bool]string{false: "batch server", true: "plain server"}[plain]
+		for _, dl := range []struct {
+			name string
+			d    time.Duration
+		}{{"deadline", 10 * time.Second}, {"no deadline", 0}, {"expired", -time.Millisecond}} {
+			for _, withMaps := range []bool{true, false} {
+				for _, kind := range callKinds {
+					name := fmt.Sprintf("%s/%s/maps=%v/%s", server, dl.name, withMaps, kind.name)
+					t.Run(name, func(t *testing.T) {
+						mk := func(m xcMaker) client.XClient {
+							return newCmpXClient(t, m, client.Failtry, client.RoundRobin, f.discovery(t, nil), client.DefaultOption)
+						}
+						compareCalls(t, f, true, mk, func(xc client.XClient) []cmpOutcome {
+							wait := -1
+							if kind.name == "Oneshot" || dl.d < 0 {
+								wait = 0
+							}
+							var out []cmpOutcome
+							for i := range 2 {
+								out = append(out, kind.do(t, f, xc, dl.d, withMaps, &CmpArgs{A: i, B: 2, ResMeta: true}, wait))
+							}
+							return out
+						}, func(o *cmpOutcome) {
+							if dl.d >= 0 {
+								return
+							}
+							if !plain {
+								// Documented (README, "Deadlines reach the
+								// server"): an entry past its caller's
+								// deadline is not run; rpcx sends it and its
+								// handler runs.
+								require.Len(t, o.Runs, 1, "rpcx runs the expired call")
+								o.Runs = nil
+							}
+							if kind.name == "Go" {
+								// Documented (docs/compatibility.md): the
+								// drop-in's Go completes with the context's
+								// error; rpcx's Go does not watch it.
+								require.Nil(t, o.Err, "rpcx's Go ignores the expired context")
+								o.Err, o.Reply = describeErr(f, context.DeadlineExceeded), CmpReply{}
+							}
+						})
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestXClientCompareAuth: Auth with a token the server's AuthFunc accepts,
+// one it rejects, and no Auth at all, through Call, Go and Oneshot, with
+// and without the caller's metadata map (rpcx's XClient puts __AUTH in
+// it), over a batch server and a plain one.
+func TestXClientCompareAuth(t *testing.T) {
+	auth := func(_ context.Context, _ *protocol.Message, token string) error {
+		if token != "good" {
+			return fmt.Errorf("token %q refused", token)
+		}
+		return nil
+	}
+	for _, plain := range []bool{false, true} {
+		f := startCmpFleet(t, cmpFleetConfig{n: 1, plain: plain, auth: auth})
+		server := map[bool]string{false: "batch server", true: "plain server"}[plain]
+		for _, token := range []string{"good", "bad", ""} {
+			for _, withMaps := range []bool{true, false} {
+				for _, kind := range callKinds {
+					name := fmt.Sprintf("%s/token=%q/maps=%v/%s", server, token, withMaps, kind.name)
+					t.Run(name, func(t *testing.T) {
+						mk := func(m xcMaker) client.XClient {
+							xc := newCmpXClient(t, m, client.Failtry, client.RoundRobin, f.discovery(t, nil), client.DefaultOption)
+							if token != "" {
+								xc.Auth(token)
+							}
+							return xc
+						}
+						compareCalls(t, f, true, mk, func(xc client.XClient) []cmpOutcome {
+							wait := -1
+							if kind.name == "Oneshot" || token != "good" {
+								wait = 0
+							}
+							var out []cmpOutcome
+							for i := range 2 {
+								out = append(out, kind.do(t, f, xc, 10*time.Second, withMaps, &CmpArgs{A: i, B: 2, ResMeta: true}, wait))
+							}
+							return out
+						}, func(o *cmpOutcome) {
+							if token == "good" || strictDiffs {
+								return
+							}
+							refusal := describeErr(f, client.NewServiceError(fmt.Sprintf("token %q refused", token)))
+							switch kind.name {
+							case "Call":
+								// Known difference (xcdiff): on an AuthFunc
+								// refusal rpcx's Call copies the error
+								// reply's metadata (__rpcx_error__,
+								// __ServerAddress) into the caller's
+								// response map; the drop-in leaves it empty,
+								// over lanes and over the plain fallback.
+								if withMaps {
+									t.Logf("xcdiff: accepted: rpcx's caller response map %s, the drop-in's {}", o.CallerRes)
+									o.CallerRes = "{}"
+								}
+							case "Oneshot":
+								// Known difference (xcdiff): rpcx's Oneshot
+								// returns nil (the refused request is
+								// dropped); the drop-in's returns the
+								// refusal.
+								require.Nil(t, o.Err, "rpcx's Oneshot")
+								t.Logf("xcdiff: accepted: rpcx's Oneshot returns nil, the drop-in's %q", refusal.Text)
+								o.Err = refusal
+							}
+						})
+					})
+				}
+			}
+		}
+	}
 }
