@@ -336,7 +336,8 @@ type cmpOutcome struct {
 
 // cmpCtx is the context of one call: a deadline of d (none for 0, one
 // already past for a negative d), and the caller's request and response
-// metadata maps when withMaps (the request map starting as reqMeta).
+// metadata maps when withMaps (the request map starting as reqMeta, or
+// {"tag": "t1"} for nil).
 func cmpCtx(t *testing.T, d time.Duration, withMaps bool, reqMeta map[string]string) (ctx context.Context, req, res map[string]string) {
 	t.Helper()
 	ctx = context.Background()
@@ -349,6 +350,10 @@ func cmpCtx(t *testing.T, d time.Duration, withMaps bool, reqMeta map[string]str
 		ctx = c
 	}
 	if withMaps {
+		if reqMeta == nil {
+			// A key of the caller's own, which the handler must see.
+			reqMeta = map[string]string{"tag": "t1"}
+		}
 		req, res = map[string]string{}, map[string]string{}
 		for k, v := range reqMeta {
 			req[k] = v

@@ -401,7 +401,10 @@ func expiredCallOnRPCX(withMaps, plain bool) []cmpOutcome {
 		o.Runs = []cmpRun{{Server: "s0", Meta: "{__ServerTimeout=set}", Deadline: true}}
 	}
 	if withMaps {
-		o.CallerReq, o.CallerRes = "{__ServerTimeout=set}", "{}"
+		o.CallerReq, o.CallerRes = "{__ServerTimeout=set,tag=t1}", "{}"
+		if plain {
+			o.Runs[0].Meta = "{__ServerTimeout=set,tag=t1}"
+		}
 	}
 	return []cmpOutcome{o, o}
 }
