@@ -64,6 +64,14 @@ again:
 		plainGo(ctx, pr, call, args)
 		return call
 	}
+	if err := ctx.Err(); err != nil {
+		// An ended context: the server would refuse the entry unrun, and
+		// the caller is told at once, not after a round trip that races
+		// with the context's watch.
+		call.Error = err
+		lane.Deliver(call)
+		return call
+	}
 	pc2 := &lane.Pending{Call: call, Keyed: k.keyed, KeyHash: k.hash, ServerTimeout: st}
 	id, _, err := l.Submit(ctx, codec.KindCall, pc2, false)
 	if errors.Is(err, lane.ErrRetired) {
@@ -116,6 +124,12 @@ again:
 		}
 		err := plainCall(ctx, pr.pc, c.opts.RPCX.SerializeType, servicePath, serviceMethod, args, reply)
 		pr.done()
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		// An ended context fails the call at once, unsent: the server
+		// would refuse it unrun (its deadline passed), and the reply of
+		// that refusal would race with the caller's select.
 		return err
 	}
 	sc := getSyncCall()
@@ -191,7 +205,12 @@ again:
 	}
 	c.woken.Add(-1)
 	err = c.callResult(ctx, sc, reply)
-	resmeta.Fill(ctx, call.ResMetadata, l.Conn())
+	if call.Error == nil || err == call.Error {
+		// Not when callResult reported the caller's deadline instead of
+		// the server's answer: as for a reply that never came, which is
+		// what rpcx's caller sees when its context ends first.
+		resmeta.Fill(ctx, call.ResMetadata, l.Conn())
+	}
 	// Before returning: the writer must be done with args.
 	e.Withdraw()
 	// Whoever completed the call claimed it first, so nothing refers to it.

@@ -367,6 +367,10 @@ func plainGo(ctx context.Context, pr plainRef, call *client.Call, args any) {
 		defer pr.done()
 		select {
 		case <-inner.Done:
+			if err := ctx.Err(); err != nil {
+				call.Error = err // as in plainconn.Call: the context wins
+				break
+			}
 			commit()
 			call.Error, call.ResMetadata = inner.Error, inner.ResMetadata
 		case <-ctx.Done():

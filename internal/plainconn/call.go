@@ -35,6 +35,14 @@ func Call(ctx context.Context, pc *client.Client, servicePath, serviceMethod str
 	call := pc.Go(ctx, servicePath, serviceMethod, args, dst, make(chan *client.Call, 1))
 	select {
 	case <-call.Done:
+		if err := ctx.Err(); err != nil {
+			// Both ready: the caller's context wins, so that a call whose
+			// context had already ended fails with it, as rpcx's caller
+			// sees it (its select meets the ended context at once, long
+			// before a reply), even when this goroutine was not run
+			// until the reply was in.
+			return err
+		}
 		commit()
 		if meta {
 			resmeta.Fill(ctx, call.ResMetadata, pc.Conn)
