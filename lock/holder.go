@@ -50,6 +50,10 @@ type Holder struct {
 	// ended is the last request to other nodes that ended: a hold there
 	// that a later request asked for is its request in progress's.
 	ended uint64
+
+	// loss tells the holder that its lease on another node ran out
+	// (lost.go).
+	loss holderLoss
 }
 
 // ID returns the holder's cluster-wide id.
@@ -64,6 +68,9 @@ func (h *Holder) ID() OwnerID { return h.o.id }
 // is withdrawn from the queue.
 func (h *Holder) Lock(ctx context.Context, mode Mode, keys ...string) error {
 	if err := checkRequest(mode, keys); err != nil {
+		return err
+	}
+	if err := h.lostErr(); err != nil {
 		return err
 	}
 	h.mu.Lock()
@@ -112,6 +119,7 @@ func (h *Holder) Close() error {
 	h.closing.Do(func() {
 		h.stop()
 		h.end()
+		h.closedCtx()
 		h.reqMu.Lock()
 		if h.reqCancel != nil {
 			h.reqCancel()

@@ -43,8 +43,13 @@ type Node struct {
 	// holder's node, by its address: the Ping asks whether their holders
 	// are still open (liveness.go).
 	unchecked map[string][]OwnerID
-	byOrigin  originIndex      // the same by node and incarnation (origins.go)
-	peers     map[string]*peer // other nodes this node has talked to
+	byOrigin  originIndex // the same by node and incarnation (origins.go)
+	// live is when this node last heard from each origin node (heard.go).
+	live map[string]*originLive
+	// leases are this node's holders' leases on the other nodes, by
+	// address (lease.go).
+	leases map[string]*lease
+	peers  map[string]*peer // other nodes this node has talked to
 
 	memo walkMemo
 
@@ -148,8 +153,13 @@ func (n *Node) Close() error {
 	proxies := n.proxies
 	n.proxies = map[OwnerID]*owner{}
 	n.byOrigin = originIndex{}
+	n.live = map[string]*originLive{}
+	leases := n.leases
 	n.mu.Unlock()
 	n.cancel()
+	for _, l := range leases {
+		l.stop()
+	}
 	for _, o := range proxies {
 		o.drop(n.table)
 	}

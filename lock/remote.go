@@ -29,6 +29,11 @@ type remoteHolds struct {
 	released0 [1]string
 	boxMem    relBox
 	call      acquireCall
+
+	// lease is this node's lease on node (lease.go), and epoch the
+	// lease's epoch when the request in progress there was granted.
+	lease *lease
+	epoch uint64
 }
 
 // newRemoteHolds returns what a holder holds on node nd, nothing yet.
@@ -125,6 +130,9 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 	if len(nodes) == 0 {
 		return fmt.Errorf("%w: no nodes", ErrBadRequest)
 	}
+	if err := h.lostErr(); err != nil {
+		return err
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.seq++
@@ -160,11 +168,15 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 		r.holds = true
 		err = r.ask(ctx, rctx, order[1:], keys)
 	}
+	h.viewMu.Lock()
+	if err == nil {
+		err = r.sameEpochs()
+	}
 	if err != nil {
+		h.viewMu.Unlock()
 		r.failed()
 		return lockOnErr(len(keys), mode, len(nodes), err)
 	}
-	h.viewMu.Lock()
 	for _, nd := range r.asked {
 		rh := h.remoteOf(nd)
 		for _, k := range keys {
@@ -180,6 +192,26 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 	h.viewMu.Unlock()
 	clear(r.asked)
 	return nil
+}
+
+// sameEpochs reports ErrLockLost when a lease on a node that granted r
+// ended since: that node may drop the grant, and the holder, whose keys
+// there are not recorded yet, would not be told (Node.loseAt). Under
+// viewMu, which loseAt takes after it ends a lease, so that either this
+// finds the new epoch or loseAt finds the keys. h.mu is held.
+func (r *request) sameEpochs() error {
+	for _, nd := range r.asked {
+		rh := r.h.remoteOf(nd)
+		if rh.lease.epoch.Load() != rh.epoch {
+			return leaseErr(nd)
+		}
+	}
+	return nil
+}
+
+//go:noinline
+func leaseErr(nd string) error {
+	return fmt.Errorf("%w: the lease on %s ran out before its grant was taken", ErrLockLost, nd)
 }
 
 // failed withdraws request r everywhere it was asked. h.mu is held.
@@ -274,6 +306,7 @@ type request struct {
 // The keys go beside it (see request).
 type target struct {
 	nd    string
+	rh    *remoteHolds
 	call  *acquireCall
 	mode  Mode
 	seq   uint64
@@ -354,7 +387,9 @@ func (r *request) prepare(nd string, keys []string) target {
 			// The holder's first call: its arguments came with rh.
 			h.spare = &rh.call
 		}
+		rh.lease = h.n.leaseFor(nd)
 	}
+	t.rh = rh
 	rh.sent = r.seq
 	rh.carried()
 	r.asked = append(r.asked, nd)
@@ -402,15 +437,25 @@ func (h *Holder) askNode(rctx context.Context, t target, keys []string, ch chan 
 	}
 	nd := t.nd
 	rep := &t.call.rep
+	sent := mono()
 	err := h.n.cfg.Transport.Call(rctx, nd, ServicePath, "Acquire", &t.call.args, rep)
 	t.call.replied = err == nil
+	var inLease bool
+	if err == nil {
+		// Any answer renews the lease there (lease.go).
+		t.rh.epoch, inLease = t.rh.lease.answered(sent)
+	}
 	if err == nil && rep.Code == codeQueued {
 		if err = h.awaitQueued(rctx, t, ch); err != nil {
 			return err
 		}
+		t.rh.epoch, inLease = t.rh.lease.valid()
 	}
 	if err == nil {
 		if rep.Code == codeOK {
+			if !inLease {
+				return leaseErr(nd)
+			}
 			return nil
 		}
 		return rep.err(nd)
@@ -455,6 +500,9 @@ func (r *request) verdict(ctx context.Context, err error) error {
 	}
 	if r.h.life.Err() != nil {
 		return ErrClosed
+	}
+	if lost := r.h.lostErr(); lost != nil {
+		return lost
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		if ctx.Err() != nil {

@@ -17,6 +17,10 @@ func (n *Node) proxyFor(id OwnerID, age int64, origin string, inc uint64, seq ui
 	// A holder's later requests find its proxy: a read.
 	n.mu.RLock()
 	o, closed := n.proxies[id], n.closed
+	if o != nil && !closed && o.live != nil {
+		// Under the read lock: see heard.go.
+		o.live.touch(mono())
+	}
 	n.mu.RUnlock()
 	if o != nil && !closed {
 		return o, nil
@@ -45,6 +49,9 @@ func (n *Node) proxyFor(id OwnerID, age int64, origin string, inc uint64, seq ui
 			}
 			n.unchecked[origin] = append(n.unchecked[origin], id)
 		}
+	}
+	if o.live != nil {
+		o.live.touch(mono())
 	}
 	return o, nil
 }
