@@ -127,8 +127,9 @@ func New(cfg Config) (*Node, error) {
 		live:     make(map[string]*originLive),
 		leases:   make(map[string]*lease),
 	}
+	n.tokens.Store(newTokens())
 	for i := range n.answers {
-		n.answers[i].m = make(map[answerKey]chan int)
+		n.answers[i].m = make(map[answerKey]chan verdict)
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	if cfg.Server != nil {

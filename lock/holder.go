@@ -33,7 +33,10 @@ type Holder struct {
 	remoteBuf [1]*remoteHolds
 	// ans receives the Answer of a request that waits on another node,
 	// when the holder asks one node at a time (answer.go).
-	ans chan int
+	ans chan verdict
+	// localToken is the fencing token of its last request granted on
+	// its own node (Token).
+	localToken uint64
 	// rq is the context of its requests to other nodes (reqctx.go).
 	rq reqCtx
 	// spare is the arguments and reply of its last request to another
@@ -84,6 +87,7 @@ func (h *Holder) lockLocal(ctx context.Context, mode Mode, keys []string, seq ui
 	if err != nil {
 		return fmt.Errorf("lock %d keys %s on %s: %w", len(keys), mode, h.n.name(), err)
 	}
+	h.localToken = h.n.nextToken()
 	return nil
 }
 

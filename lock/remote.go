@@ -34,6 +34,9 @@ type remoteHolds struct {
 	// lease's epoch when the request in progress there was granted.
 	lease *lease
 	epoch uint64
+	// token is the fencing token of the holder's last request granted
+	// there (Holder.Token).
+	token uint64
 }
 
 // newRemoteHolds returns what a holder holds on node nd, nothing yet.
@@ -431,9 +434,13 @@ type acquireCall struct {
 // askNode asks t's node and waits for its answer. ch receives the
 // Answer of a request that waits there: the holder's own channel when
 // it asks one node at a time, nil for one of its own.
-func (h *Holder) askNode(rctx context.Context, t target, keys []string, ch chan int) error {
+func (h *Holder) askNode(rctx context.Context, t target, keys []string, ch chan verdict) error {
 	if t.call == nil {
-		return h.o.takeLocal(rctx, h.n, keys, t.mode, t.seq, t.holds)
+		err := h.o.takeLocal(rctx, h.n, keys, t.mode, t.seq, t.holds)
+		if err == nil {
+			h.localToken = h.n.nextToken()
+		}
+		return err
 	}
 	nd := t.nd
 	rep := &t.call.rep
@@ -456,6 +463,9 @@ func (h *Holder) askNode(rctx context.Context, t target, keys []string, ch chan 
 			if !inLease {
 				return leaseErr(nd)
 			}
+			// Taken while the holder holds what it held there before:
+			// good for those keys too (token.go).
+			t.rh.token = rep.Token
 			return nil
 		}
 		return rep.err(nd)
@@ -472,13 +482,13 @@ func (h *Holder) askNode(rctx context.Context, t target, keys []string, ch chan 
 // small for the usual call answered at once (see lockOnErr).
 //
 //go:noinline
-func (h *Holder) awaitQueued(rctx context.Context, t target, ch chan int) error {
+func (h *Holder) awaitQueued(rctx context.Context, t target, ch chan verdict) error {
 	rep := &t.call.rep
 	// An Answer that overtook the reply waits in the early table.
 	k := answerKey{h.o.id, t.seq, t.nd}
-	ch, code, ok := h.n.expectAnswer(k, ch)
+	ch, v, ok := h.n.expectAnswer(k, ch)
 	if ok {
-		rep.Code = code
+		rep.Code, rep.Token = v.code, v.token
 		return nil
 	}
 	var err error
