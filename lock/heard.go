@@ -31,15 +31,23 @@ type originLive struct {
 }
 
 // touch records that the origin was heard at now (mono); a later time
-// recorded already is kept.
-func (l *originLive) touch(now int64) {
+// recorded already is kept. A time less than slack after the one
+// recorded is not written: every call of the origin's holders touches
+// the record, and its cache line stays shared between the cores. The
+// record is then up to slack older than the last call, and the origin
+// lost up to slack sooner: slack is a fraction of the lease margin,
+// which covers it (heardSlack).
+func (l *originLive) touch(now, slack int64) {
 	for {
 		old := l.heard.Load()
-		if now <= old || l.heard.CompareAndSwap(old, now) {
+		if now-old < slack || l.heard.CompareAndSwap(old, now) {
 			return
 		}
 	}
 }
+
+// heardSlack is touch's slack: an eighth of the lease margin.
+func (n *Node) heardSlack() int64 { return int64(n.cfg.LeaseMargin / 8) }
 
 // quietFor is how long the origin has not been heard, as of now.
 func (l *originLive) quietFor(now int64) time.Duration {
@@ -62,7 +70,7 @@ func (n *Node) liveForLocked(origin string) *originLive {
 func (n *Node) heardFrom(origin string) {
 	n.mu.RLock()
 	if l := n.live[origin]; l != nil {
-		l.touch(mono())
+		l.touch(mono(), n.heardSlack())
 	}
 	n.mu.RUnlock()
 }

@@ -35,7 +35,7 @@ type Holder struct {
 	// when the holder asks one node at a time (answer.go).
 	ans chan verdict
 	// localToken is the fencing token of its last request granted on
-	// its own node (Token).
+	// its own node, 0 until Token asks for it (token.go).
 	localToken uint64
 	// rq is the context of its requests to other nodes (reqctx.go).
 	rq reqCtx
@@ -87,7 +87,8 @@ func (h *Holder) lockLocal(ctx context.Context, mode Mode, keys []string, seq ui
 	if err != nil {
 		return fmt.Errorf("lock %d keys %s on %s: %w", len(keys), mode, h.n.name(), err)
 	}
-	h.localToken = h.n.nextToken()
+	// Its token is taken when asked for (token.go).
+	h.localToken = 0
 	return nil
 }
 

@@ -438,7 +438,7 @@ func (h *Holder) askNode(rctx context.Context, t target, keys []string, ch chan 
 	if t.call == nil {
 		err := h.o.takeLocal(rctx, h.n, keys, t.mode, t.seq, t.holds)
 		if err == nil {
-			h.localToken = h.n.nextToken()
+			h.localToken = 0
 		}
 		return err
 	}

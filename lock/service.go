@@ -19,7 +19,7 @@ func (n *Node) proxyFor(id OwnerID, age int64, origin string, inc uint64, seq ui
 	o, closed := n.proxies[id], n.closed
 	if o != nil && !closed && o.live != nil {
 		// Under the read lock: see heard.go.
-		o.live.touch(mono())
+		o.live.touch(mono(), n.heardSlack())
 	}
 	n.mu.RUnlock()
 	if o != nil && !closed {
@@ -51,7 +51,7 @@ func (n *Node) proxyFor(id OwnerID, age int64, origin string, inc uint64, seq ui
 		}
 	}
 	if o.live != nil {
-		o.live.touch(mono())
+		o.live.touch(mono(), n.heardSlack())
 	}
 	return o, nil
 }

@@ -13,7 +13,10 @@ import (
 // that restarts starts above every token it gave before as long as it
 // gave fewer than one per ns and its clock did not step back across the
 // restart. A holder's later grant on a node is taken while it still holds
-// its earlier keys there, so its last token is good for all of them.
+// its earlier keys there, so its last token is good for all of them. For
+// the same reason a local grant's token is taken only when Token asks for
+// it, while the holder holds the key: a holder that never asks costs the
+// counter nothing.
 
 // newTokens returns the counter's start: the current time in ns.
 func newTokens() uint64 { return uint64(time.Now().UnixNano()) }
@@ -39,7 +42,7 @@ func (h *Holder) Token(key string) (uint64, bool) {
 	var tok uint64
 	found := false
 	if h.o.holdsKey(key) {
-		best, tok, found = h.n.cfg.Addr, h.localToken, true
+		best, tok, found = h.n.cfg.Addr, h.ownToken(), true
 	}
 	for _, rh := range h.remote {
 		if rh.keys.has(key) && (!found || rh.node < best) {
@@ -57,7 +60,7 @@ func (h *Holder) TokenOn(node, key string) (uint64, bool) {
 	defer h.mu.Unlock()
 	if node == "" || node == h.n.cfg.Addr {
 		if h.o.holdsKey(key) {
-			return h.localToken, true
+			return h.ownToken(), true
 		}
 		return 0, false
 	}
@@ -66,6 +69,16 @@ func (h *Holder) TokenOn(node, key string) (uint64, bool) {
 		return 0, false
 	}
 	return h.remote[i].token, true
+}
+
+// ownToken returns the token of the holder's last grant on its own node,
+// taken now if it was not yet: the holder holds the key asked for. h.mu
+// is held.
+func (h *Holder) ownToken() uint64 {
+	if h.localToken == 0 {
+		h.localToken = h.n.nextToken()
+	}
+	return h.localToken
 }
 
 // holdsKey reports whether o holds key on its own node.
