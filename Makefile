@@ -6,7 +6,7 @@ GO ?= go
 RACE_DIRS = codec batchserver batchclient group selector plugin internal/fastcodec internal/idlemem internal/plainconn reliability lock
 RACE_PKGS = $(foreach d,$(RACE_DIRS),$(if $(wildcard $(d)/*.go),./$(d)/...))
 
-.PHONY: test vet modcheck race unit mutate bench example group-example cluster-example fuzz fuzz-long soak perf perf-quick fmt-check locks-example locks-bench locks-bench-quick
+.PHONY: test vet modcheck race unit mutate bench example group-example cluster-example fuzz fuzz-long soak perf perf-quick fmt-check locks-example locks-bench locks-bench-quick locks-partition
 
 # The etcd integration tests (./registry/) and cluster-example need the etcd
 # binary; each starts its own throwaway etcd on free loopback ports.
@@ -72,6 +72,11 @@ group-example:
 # Two lock nodes on loopback: a contended counter, a deadlock, a dead holder.
 locks-example:
 	$(GO) run ./example/locks
+
+# lock/'s partition test (TestPartitionFencing, 3 cuts, in make test) in
+# its long mode: 12 cuts of three lock node processes, about a minute.
+locks-partition:
+	RPCXBATCH_PARTITION_LONG=1 $(GO) test -count=1 -timeout 5m -v -run '^TestPartitionFencing$$' ./lock/
 
 # elock's benchmark designs 1, 3 and 4 on two lock node processes on
 # loopback: package lock over rpcxbatch and over plain rpcx side by side,

@@ -20,6 +20,14 @@ type AnswerArgs struct {
 	Seq   uint64
 	Node  string
 	Code  int
+	// Token is the grant's fencing token (see Holder.Token).
+	Token uint64
+}
+
+// verdict is a request's verdict as an Answer or Status brings it.
+type verdict struct {
+	code  int
+	token uint64
 }
 
 // StatusArgs asks a node where request Seq of holder Owner stands.
@@ -52,11 +60,11 @@ func (n *Node) goOwned(f func()) bool {
 
 // answer sends the verdict of a request that waited to its holder's node.
 // One try: a lost Answer is found by the holder's Status.
-func (n *Node) answer(a *AcquireArgs, err error) {
+func (n *Node) answer(a *AcquireArgs, err error, token uint64) {
 	if n.cfg.Transport == nil || a.Origin == "" {
 		return
 	}
-	args := &AnswerArgs{Owner: a.Owner, Seq: a.Seq, Node: n.cfg.Addr, Code: codeOf(err)}
+	args := &AnswerArgs{Owner: a.Owner, Seq: a.Seq, Node: n.cfg.Addr, Code: codeOf(err), Token: token}
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NodeTimeout)
 	defer cancel()
 	_ = n.cfg.Transport.Cast(ctx, a.Origin, ServicePath, "Answer", args)
@@ -71,7 +79,7 @@ func (s *Service) Answer(ctx context.Context, a *AnswerArgs, _ *Ack) error {
 	// Under the mutex: see expectAnswer.
 	if ch := sh.m[k]; ch != nil {
 		select {
-		case ch <- a.Code:
+		case ch <- verdict{a.Code, a.Token}:
 		default:
 		}
 	} else if len(sh.early) < earlyLimit {
@@ -80,7 +88,7 @@ func (s *Service) Answer(ctx context.Context, a *AnswerArgs, _ *Ack) error {
 		if sh.early == nil {
 			sh.early = make(map[answerKey]earlyAnswer)
 		}
-		sh.early[k] = earlyAnswer{code: a.Code, at: time.Now()}
+		sh.early[k] = earlyAnswer{v: verdict{a.Code, a.Token}, at: time.Now()}
 	}
 	sh.mu.Unlock()
 	return nil
@@ -96,7 +104,8 @@ func (s *Service) Status(ctx context.Context, a *StatusArgs, r *AcquireReply) er
 	n.mu.RUnlock()
 	r.Code = codeUnknown
 	if o != nil {
-		r.Code = o.status(a.Seq)
+		v := o.status(a.Seq)
+		r.Code, r.Token = v.code, v.token
 	}
 	return nil
 }
@@ -112,7 +121,7 @@ const earlyLimit = 1024
 // answerShard is one part of the table of expected answers.
 type answerShard struct {
 	mu sync.Mutex // guards m and early
-	m  map[answerKey]chan int
+	m  map[answerKey]chan verdict
 	// early are Answers that came before their request was registered:
 	// ahead of the Acquire reply that said it waits, or for a request
 	// that is over (swept after NodeTimeout).
@@ -121,8 +130,8 @@ type answerShard struct {
 }
 
 type earlyAnswer struct {
-	code int
-	at   time.Time
+	v  verdict
+	at time.Time
 }
 
 func (n *Node) answerShard(k answerKey) *answerShard {
@@ -135,23 +144,23 @@ func (n *Node) answerShard(k answerKey) *answerShard {
 // taken at once (ok). Only a request that waits is registered: most are
 // granted in their reply. Answers are sent under the shard's mutex, so
 // none reaches ch once k is forgotten: ch can serve the next request.
-func (n *Node) expectAnswer(k answerKey, ch chan int) (_ chan int, code int, ok bool) {
+func (n *Node) expectAnswer(k answerKey, ch chan verdict) (_ chan verdict, v verdict, ok bool) {
 	sh := n.answerShard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e, found := sh.early[k]; found {
 		delete(sh.early, k)
-		return nil, e.code, true
+		return nil, e.v, true
 	}
 	if ch == nil {
-		ch = make(chan int, 1)
+		ch = make(chan verdict, 1)
 	}
 	select {
 	case <-ch:
 	default:
 	}
 	sh.m[k] = ch
-	return ch, 0, false
+	return ch, verdict{}, false
 }
 
 // forgetAnswer forgets request k (see expectAnswer).
@@ -178,15 +187,15 @@ func (n *Node) sweepEarlyAnswers(now time.Time) {
 }
 
 // awaitAnswer waits for the verdict of a request queued on node nd.
-func (n *Node) awaitAnswer(ctx context.Context, id OwnerID, seq uint64, nd string, ch chan int) (AcquireReply, error) {
+func (n *Node) awaitAnswer(ctx context.Context, id OwnerID, seq uint64, nd string, ch chan verdict) (AcquireReply, error) {
 	every := n.cfg.NodeTimeout / 2
 	t := time.NewTicker(every)
 	defer t.Stop()
 	lastOK := time.Now()
 	for {
 		select {
-		case c := <-ch:
-			return AcquireReply{Code: c}, nil
+		case v := <-ch:
+			return AcquireReply{Code: v.code, Token: v.token}, nil
 		case <-ctx.Done():
 			return AcquireReply{}, ctx.Err()
 		case <-t.C:

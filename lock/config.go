@@ -18,6 +18,9 @@ const (
 	DefaultProbeInterval = 200 * time.Millisecond
 	DefaultNodeTimeout   = 2 * time.Second
 	DefaultReleaseLinger = 2 * time.Millisecond
+	// DefaultLeaseMarginDivisor makes Config.LeaseMargin's default: a
+	// quarter of NodeTimeout (500 ms of the default 2 s).
+	DefaultLeaseMarginDivisor = 4
 )
 
 // Transport is how a node reaches the other nodes. *batchclient.Client
@@ -69,6 +72,19 @@ type Config struct {
 	// not two. A holder that does not come back hands its keys over that
 	// much later. Default DefaultReleaseLinger; negative: no linger.
 	ReleaseLinger time.Duration
+	// LeaseMargin is how much sooner than NodeTimeout a holder's lease on
+	// another node runs out. A holder's locks on another node are valid,
+	// on its side, for NodeTimeout - LeaseMargin from the sending of the
+	// last call that node answered (a Ping every NodeTimeout/8, or a lock
+	// request); the other node drops them no sooner than NodeTimeout after
+	// it received that call. The margin covers the difference in clock
+	// rate between the two machines (NodeTimeout times the relative rate
+	// drift: a few ms on NTP-disciplined clocks), the delay of the timer
+	// that closes Holder.Lost, and the time the application takes to stop
+	// acting on its locks once told. Every node of a cluster must use the
+	// same NodeTimeout. Default NodeTimeout/DefaultLeaseMarginDivisor;
+	// New refuses a margin that leaves no lease (>= NodeTimeout).
+	LeaseMargin time.Duration
 }
 
 // New starts a lock node. With cfg.Server set, its lock service is
@@ -87,6 +103,12 @@ func New(cfg Config) (*Node, error) {
 	if cfg.ReleaseLinger == 0 {
 		cfg.ReleaseLinger = DefaultReleaseLinger
 	}
+	if cfg.LeaseMargin == 0 {
+		cfg.LeaseMargin = cfg.NodeTimeout / DefaultLeaseMarginDivisor
+	}
+	if cfg.LeaseMargin < 0 || cfg.LeaseMargin >= cfg.NodeTimeout {
+		return nil, fmt.Errorf("%w: LeaseMargin %v leaves no lease within NodeTimeout %v: set it between 0 and NodeTimeout (a few clock-drift ms plus the time a holder takes to stop; default NodeTimeout/%d)", ErrConfig, cfg.LeaseMargin, cfg.NodeTimeout, DefaultLeaseMarginDivisor)
+	}
 	if cfg.Server != nil && cfg.Addr == "" {
 		return nil, fmt.Errorf("%w: Addr is required with Server: other nodes name this node by it", ErrConfig)
 	}
@@ -102,9 +124,12 @@ func New(cfg Config) (*Node, error) {
 		peers:    make(map[string]*peer),
 		holders:  make(map[OwnerID]*Holder),
 		tombs:    make(map[OwnerID]tomb),
+		live:     make(map[string]*originLive),
+		leases:   make(map[string]*lease),
 	}
+	n.tokens.Store(newTokens())
 	for i := range n.answers {
-		n.answers[i].m = make(map[answerKey]chan int)
+		n.answers[i].m = make(map[answerKey]chan verdict)
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	if cfg.Server != nil {

@@ -46,13 +46,24 @@
 // node drops the locks of a node it cannot reach for NodeTimeout by
 // itself, or when this node closes (it tries once).
 //
+// A holder's locks on another node rest on a lease (lease.go): valid
+// for NodeTimeout - LeaseMargin from the sending of the last call that
+// node answered, while that node drops them no sooner than NodeTimeout
+// after it last heard from this one (heard.go). When the lease runs out
+// the holder is told (Holder.Lost, Holder.Context, ErrLockLost) before
+// the other node can grant its locks to someone else. Every grant
+// carries a fencing token that grows for its key on its node, across
+// restarts too (token.go).
+//
 // # Goroutines
 //
 //	goroutine           started by            stopped by               waited for by
 //	peer watch          NewNode, with a       Node.Close (its context) Node.Close (wg)
 //	(watchPeers)        Transport
 //	liveness ping, one  watchPeers, each      the ping ending (at most watchPeers
-//	per origin node     round                 NodeTimeout/4), Close
+//	per origin node and round                 NodeTimeout/4), Close
+//	per node with a
+//	running lease
 //	peer sender, one    castTo or send, the   Node.Close (its context) Node.Close (wg;
 //	per peer: probes,   first message to      or 4 × NodeTimeout idle  it waits up to
 //	verdicts and the    that peer                                      NodeTimeout for the
@@ -82,5 +93,6 @@
 // request's deadlock probe (stopped when the wait ends),
 // the Status ticker of a remote wait (stopped when it ends)
 // and a Holder's context.AfterFunc that closes it when its context ends
-// (stopped by Holder.Close).
+// (stopped by Holder.Close), and one timer per lease on another node,
+// that tells its holders when it runs out (stopped by Node.Close).
 package lock

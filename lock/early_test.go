@@ -17,9 +17,9 @@ func TestAnswerAheadOfItsReplyIsKept(t *testing.T) {
 	if err := s.Answer(context.Background(), &AnswerArgs{Owner: id, Seq: 3, Node: "other:1", Code: codeDeadlock}, &Ack{}); err != nil {
 		t.Fatal(err)
 	}
-	_, code, ok := n.expectAnswer(answerKey{id, 3, "other:1"}, nil)
-	if !ok || code != codeDeadlock {
-		t.Fatalf("expectAnswer after an early Answer: code %d ok %v, want %d true", code, ok, codeDeadlock)
+	_, v, ok := n.expectAnswer(answerKey{id, 3, "other:1"}, nil)
+	if !ok || v.code != codeDeadlock {
+		t.Fatalf("expectAnswer after an early Answer: code %d ok %v, want %d true", v.code, ok, codeDeadlock)
 	}
 	if _, _, ok := n.expectAnswer(answerKey{id, 3, "other:1"}, nil); ok {
 		t.Fatal("an early Answer was taken twice")

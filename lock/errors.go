@@ -26,6 +26,12 @@ var (
 	// ErrNodeLost is returned when a node of the request is unreachable or
 	// was declared lost; the request holds nothing anywhere.
 	ErrNodeLost = errors.New("rpcxbatch/lock: lock node unreachable; retry against the nodes that are up")
+	// ErrLockLost is the cause of a Holder's context, and the error of its
+	// requests, once its lease on another node where it holds locks ran
+	// out: that node did not answer in time, and may drop the holder's
+	// locks there and grant them to others. Stop acting on the locks, and
+	// close the holder (its local locks stay held until then).
+	ErrLockLost = errors.New("rpcxbatch/lock: lease on a lock node ran out, the holder's locks there may be someone else's; stop acting on them and close the holder")
 	// ErrBadRequest is returned for an invalid request: no keys, an empty
 	// key, an unknown mode or no nodes.
 	ErrBadRequest = errors.New("rpcxbatch/lock: invalid lock request")

@@ -33,7 +33,10 @@ type Holder struct {
 	remoteBuf [1]*remoteHolds
 	// ans receives the Answer of a request that waits on another node,
 	// when the holder asks one node at a time (answer.go).
-	ans chan int
+	ans chan verdict
+	// localToken is the fencing token of its last request granted on
+	// its own node, 0 until Token asks for it (token.go).
+	localToken uint64
 	// rq is the context of its requests to other nodes (reqctx.go).
 	rq reqCtx
 	// spare is the arguments and reply of its last request to another
@@ -50,6 +53,10 @@ type Holder struct {
 	// ended is the last request to other nodes that ended: a hold there
 	// that a later request asked for is its request in progress's.
 	ended uint64
+
+	// loss tells the holder that its lease on another node ran out
+	// (lost.go).
+	loss holderLoss
 }
 
 // ID returns the holder's cluster-wide id.
@@ -66,6 +73,9 @@ func (h *Holder) Lock(ctx context.Context, mode Mode, keys ...string) error {
 	if err := checkRequest(mode, keys); err != nil {
 		return err
 	}
+	if err := h.lostErr(); err != nil {
+		return err
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.seq++
@@ -77,6 +87,8 @@ func (h *Holder) lockLocal(ctx context.Context, mode Mode, keys []string, seq ui
 	if err != nil {
 		return fmt.Errorf("lock %d keys %s on %s: %w", len(keys), mode, h.n.name(), err)
 	}
+	// Its token is taken when asked for (token.go).
+	h.localToken = 0
 	return nil
 }
 
@@ -112,6 +124,7 @@ func (h *Holder) Close() error {
 	h.closing.Do(func() {
 		h.stop()
 		h.end()
+		h.closedCtx()
 		h.reqMu.Lock()
 		if h.reqCancel != nil {
 			h.reqCancel()

@@ -8,10 +8,12 @@ import (
 )
 
 // Node loss: a node watches the nodes whose holders hold locks or wait
-// here, by a Ping every NodeTimeout/8. A node that has not answered for
-// NodeTimeout, or that answers with a new incarnation (it restarted), is
+// here, by a Ping every NodeTimeout/8. A node that has neither answered
+// nor called here (a lock request, or a Ping of its own) for NodeTimeout
+// (heard.go), or that answers with a new incarnation (it restarted), is
 // lost: the locks its holders hold here are dropped and their queued
-// requests end. The transport's own heartbeat fails a frozen peer's lanes
+// requests end. Its holders learned it sooner, from their leases
+// (lease.go). The transport's own heartbeat fails a frozen peer's lanes
 // within its heartbeat timeout, so NodeTimeout should be at least that.
 
 // PingArgs asks a node for its incarnation.
@@ -40,6 +42,9 @@ func (s *Service) Ping(ctx context.Context, a *PingArgs, r *PingReply) error {
 		r.Incarnation = 0
 		return nil
 	}
+	// A node that pings is alive: its holders' leases here rest on it
+	// (heard.go).
+	n.heardFrom(a.From)
 	r.Incarnation = n.inc
 	if len(a.Check) > 0 {
 		n.mu.RLock()
@@ -101,17 +106,13 @@ func (n *Node) dropGone(ids []OwnerID) {
 	}
 }
 
-// watch is the liveness state of one origin node.
-type watch struct {
-	lastOK time.Time
-}
-
-// watchPeers runs until the node closes.
+// watchPeers runs until the node closes. Each round pings the nodes
+// whose holders hold locks here (the origins) and the nodes this node's
+// holders hold leases on (lease.go), one Ping to a node that is both.
 func (n *Node) watchPeers() {
 	defer n.wg.Done()
 	tick := time.NewTicker(n.cfg.NodeTimeout / 8)
 	defer tick.Stop()
-	watches := make(map[string]*watch)
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -120,47 +121,58 @@ func (n *Node) watchPeers() {
 		}
 		n.sweepEarlyAnswers(time.Now())
 		origins := n.origins()
-		for a := range watches {
-			if !slices.Contains(origins, a) {
-				delete(watches, a)
-			}
-		}
 		n.pruneUnchecked(origins)
+		targets := n.leaseTargets(origins)
 		var wg sync.WaitGroup
-		var mu sync.Mutex
-		for _, addr := range origins {
-			w := watches[addr]
-			if w == nil {
-				w = &watch{lastOK: time.Now()}
-				watches[addr] = w
-			}
+		for _, addr := range targets {
 			wg.Add(1)
-			go func(addr string, w *watch) {
+			go func(addr string, origin bool) {
 				defer wg.Done()
-				ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NodeTimeout/4)
-				var rep PingReply
-				check := n.takeUnchecked(addr)
-				err := n.cfg.Transport.Call(ctx, addr, ServicePath, "Ping", &PingArgs{From: n.cfg.Addr, Check: check}, &rep)
-				cancel()
-				if n.ctx.Err() != nil {
-					return
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				if err == nil {
-					w.lastOK = time.Now()
-					n.dropOrigin(addr, rep.Incarnation)
-					n.dropGone(rep.Gone)
-					return
-				}
-				// Asked again at the next Ping (a proxy dropped meanwhile
-				// is skipped there).
-				n.recheck(addr, check)
-				if time.Since(w.lastOK) > n.cfg.NodeTimeout {
-					n.dropOrigin(addr, 0)
-				}
-			}(addr, w)
+				n.pingPeer(addr, origin)
+			}(addr, slices.Contains(origins, addr))
 		}
 		wg.Wait()
+	}
+}
+
+// pingPeer pings addr once: for an origin, to learn whether it is still
+// there (and drop its holders' locks when it has been quiet for
+// NodeTimeout); for a node this node's holders hold a lease on, to renew
+// it.
+func (n *Node) pingPeer(addr string, origin bool) {
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.NodeTimeout/4)
+	defer cancel()
+	var rep PingReply
+	var check []OwnerID
+	if origin {
+		check = n.takeUnchecked(addr)
+	}
+	sent := mono()
+	err := n.cfg.Transport.Call(ctx, addr, ServicePath, "Ping", &PingArgs{From: n.cfg.Addr, Check: check}, &rep)
+	if n.ctx.Err() != nil {
+		return
+	}
+	if err == nil {
+		if l := n.leaseOf(addr); l != nil {
+			l.pinged(sent, rep.Incarnation)
+		}
+	}
+	if !origin {
+		return
+	}
+	if err == nil {
+		n.heardFrom(addr)
+		n.dropOrigin(addr, rep.Incarnation)
+		n.dropGone(rep.Gone)
+		return
+	}
+	// Asked again at the next Ping (a proxy dropped meanwhile is skipped
+	// there).
+	n.recheck(addr, check)
+	n.mu.RLock()
+	l := n.live[addr]
+	n.mu.RUnlock()
+	if l != nil && l.quietFor(mono()) > n.cfg.NodeTimeout {
+		n.dropQuiet(addr)
 	}
 }

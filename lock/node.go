@@ -12,10 +12,12 @@ import (
 // Node is one lock node: the lock table of this process, the lock service
 // other nodes reach it by, and the transport it reaches them with.
 type Node struct {
-	cfg   Config
-	inc   uint64 // this node's incarnation: a random id drawn at start
-	table *table
-	seq   atomic.Uint64 // holder sequence numbers
+	cfg Config
+	inc uint64 // this node's incarnation: a random id drawn at start
+	// tokens is the last fencing token granted (token.go).
+	tokens atomic.Uint64
+	table  *table
+	seq    atomic.Uint64 // holder sequence numbers
 
 	ctx    context.Context // ends when the node is closed
 	cancel context.CancelFunc
@@ -43,8 +45,13 @@ type Node struct {
 	// holder's node, by its address: the Ping asks whether their holders
 	// are still open (liveness.go).
 	unchecked map[string][]OwnerID
-	byOrigin  originIndex      // the same by node and incarnation (origins.go)
-	peers     map[string]*peer // other nodes this node has talked to
+	byOrigin  originIndex // the same by node and incarnation (origins.go)
+	// live is when this node last heard from each origin node (heard.go).
+	live map[string]*originLive
+	// leases are this node's holders' leases on the other nodes, by
+	// address (lease.go).
+	leases map[string]*lease
+	peers  map[string]*peer // other nodes this node has talked to
 
 	memo walkMemo
 
@@ -97,7 +104,7 @@ func (n *Node) Addr() string { return n.cfg.Addr }
 func (n *Node) NewHolder(ctx context.Context) (*Holder, error) {
 	h := &Holder{n: n, o: newOwner(OwnerID{Node: n.inc, Seq: n.seq.Add(1)}, time.Now().UnixNano(), "")}
 	h.life, h.end = context.WithCancel(context.Background())
-	h.ans = make(chan int, 1)
+	h.ans = make(chan verdict, 1)
 	h.stop = context.AfterFunc(ctx, func() { h.Close() })
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -148,8 +155,13 @@ func (n *Node) Close() error {
 	proxies := n.proxies
 	n.proxies = map[OwnerID]*owner{}
 	n.byOrigin = originIndex{}
+	n.live = map[string]*originLive{}
+	leases := n.leases
 	n.mu.Unlock()
 	n.cancel()
+	for _, l := range leases {
+		l.stop()
+	}
 	for _, o := range proxies {
 		o.drop(n.table)
 	}

@@ -14,6 +14,9 @@ type originIndex map[string]map[uint64]map[OwnerID]*owner
 // addProxyLocked records proxy o. n.mu is held (write).
 func (n *Node) addProxyLocked(o *owner) {
 	n.proxies[o.id] = o
+	if o.origin != "" {
+		o.live = n.liveForLocked(o.origin)
+	}
 	incs := n.byOrigin[o.origin]
 	if incs == nil {
 		incs = make(map[uint64]map[OwnerID]*owner)
@@ -41,6 +44,7 @@ func (n *Node) removeProxyLocked(o *owner) {
 		delete(incs, o.originInc)
 		if len(incs) == 0 {
 			delete(n.byOrigin, o.origin)
+			delete(n.live, o.origin)
 		}
 	}
 }
@@ -58,9 +62,20 @@ func (n *Node) origins() []string {
 	return out
 }
 
+// dropQuiet drops the proxies of origin's holders when it has not been
+// heard for NodeTimeout (heard.go): checked again under the write lock,
+// so that a call from origin touched as it was found quiet keeps them.
+func (n *Node) dropQuiet(origin string) {
+	n.dropOriginIf(origin, 0, true)
+}
+
 // dropOrigin drops the proxies of origin's holders: all of them when
 // alive is 0 (the node is lost), else those of other incarnations.
 func (n *Node) dropOrigin(origin string, alive uint64) {
+	n.dropOriginIf(origin, alive, false)
+}
+
+func (n *Node) dropOriginIf(origin string, alive uint64, quiet bool) {
 	n.mu.RLock()
 	incs := n.byOrigin[origin]
 	stale := len(incs) > 1 || (len(incs) == 1 && (alive == 0 || incs[alive] == nil))
@@ -72,6 +87,10 @@ func (n *Node) dropOrigin(origin string, alive uint64) {
 	}
 	var lost []*owner
 	n.mu.Lock()
+	if l := n.live[origin]; quiet && l != nil && l.quietFor(mono()) <= n.cfg.NodeTimeout {
+		n.mu.Unlock()
+		return
+	}
 	for inc, set := range n.byOrigin[origin] {
 		if alive != 0 && inc == alive {
 			continue

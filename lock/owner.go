@@ -21,6 +21,9 @@ type owner struct {
 	// origin is the address of the holder's node ("" for a local holder).
 	origin    string
 	originInc uint64
+	// live is origin's record of when this node last heard from it
+	// (heard.go); nil for a local holder.
+	live *originLive
 
 	done chan struct{} // closed when the owner is dropped
 

@@ -34,6 +34,12 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envLockChild) == "1" {
 		os.Exit(runLockChild())
 	}
+	switch os.Getenv(envPartRole) {
+	case "store":
+		os.Exit(runPartStore())
+	case "node":
+		os.Exit(runPartNode())
+	}
 	os.Exit(m.Run())
 }
 

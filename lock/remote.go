@@ -29,6 +29,14 @@ type remoteHolds struct {
 	released0 [1]string
 	boxMem    relBox
 	call      acquireCall
+
+	// lease is this node's lease on node (lease.go), and epoch the
+	// lease's epoch when the request in progress there was granted.
+	lease *lease
+	epoch uint64
+	// token is the fencing token of the holder's last request granted
+	// there (Holder.Token).
+	token uint64
 }
 
 // newRemoteHolds returns what a holder holds on node nd, nothing yet.
@@ -125,6 +133,9 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 	if len(nodes) == 0 {
 		return fmt.Errorf("%w: no nodes", ErrBadRequest)
 	}
+	if err := h.lostErr(); err != nil {
+		return err
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.seq++
@@ -160,11 +171,15 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 		r.holds = true
 		err = r.ask(ctx, rctx, order[1:], keys)
 	}
+	h.viewMu.Lock()
+	if err == nil {
+		err = r.sameEpochs()
+	}
 	if err != nil {
+		h.viewMu.Unlock()
 		r.failed()
 		return lockOnErr(len(keys), mode, len(nodes), err)
 	}
-	h.viewMu.Lock()
 	for _, nd := range r.asked {
 		rh := h.remoteOf(nd)
 		for _, k := range keys {
@@ -180,6 +195,26 @@ func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...
 	h.viewMu.Unlock()
 	clear(r.asked)
 	return nil
+}
+
+// sameEpochs reports ErrLockLost when a lease on a node that granted r
+// ended since: that node may drop the grant, and the holder, whose keys
+// there are not recorded yet, would not be told (Node.loseAt). Under
+// viewMu, which loseAt takes after it ends a lease, so that either this
+// finds the new epoch or loseAt finds the keys. h.mu is held.
+func (r *request) sameEpochs() error {
+	for _, nd := range r.asked {
+		rh := r.h.remoteOf(nd)
+		if rh.lease.epoch.Load() != rh.epoch {
+			return leaseErr(nd)
+		}
+	}
+	return nil
+}
+
+//go:noinline
+func leaseErr(nd string) error {
+	return fmt.Errorf("%w: the lease on %s ran out before its grant was taken", ErrLockLost, nd)
 }
 
 // failed withdraws request r everywhere it was asked. h.mu is held.
@@ -274,6 +309,7 @@ type request struct {
 // The keys go beside it (see request).
 type target struct {
 	nd    string
+	rh    *remoteHolds
 	call  *acquireCall
 	mode  Mode
 	seq   uint64
@@ -354,7 +390,9 @@ func (r *request) prepare(nd string, keys []string) target {
 			// The holder's first call: its arguments came with rh.
 			h.spare = &rh.call
 		}
+		rh.lease = h.n.leaseFor(nd)
 	}
+	t.rh = rh
 	rh.sent = r.seq
 	rh.carried()
 	r.asked = append(r.asked, nd)
@@ -396,21 +434,38 @@ type acquireCall struct {
 // askNode asks t's node and waits for its answer. ch receives the
 // Answer of a request that waits there: the holder's own channel when
 // it asks one node at a time, nil for one of its own.
-func (h *Holder) askNode(rctx context.Context, t target, keys []string, ch chan int) error {
+func (h *Holder) askNode(rctx context.Context, t target, keys []string, ch chan verdict) error {
 	if t.call == nil {
-		return h.o.takeLocal(rctx, h.n, keys, t.mode, t.seq, t.holds)
+		err := h.o.takeLocal(rctx, h.n, keys, t.mode, t.seq, t.holds)
+		if err == nil {
+			h.localToken = 0
+		}
+		return err
 	}
 	nd := t.nd
 	rep := &t.call.rep
+	sent := mono()
 	err := h.n.cfg.Transport.Call(rctx, nd, ServicePath, "Acquire", &t.call.args, rep)
 	t.call.replied = err == nil
+	var inLease bool
+	if err == nil {
+		// Any answer renews the lease there (lease.go).
+		t.rh.epoch, inLease = t.rh.lease.answered(sent)
+	}
 	if err == nil && rep.Code == codeQueued {
 		if err = h.awaitQueued(rctx, t, ch); err != nil {
 			return err
 		}
+		t.rh.epoch, inLease = t.rh.lease.valid()
 	}
 	if err == nil {
 		if rep.Code == codeOK {
+			if !inLease {
+				return leaseErr(nd)
+			}
+			// Taken while the holder holds what it held there before:
+			// good for those keys too (token.go).
+			t.rh.token = rep.Token
 			return nil
 		}
 		return rep.err(nd)
@@ -427,13 +482,13 @@ func (h *Holder) askNode(rctx context.Context, t target, keys []string, ch chan 
 // small for the usual call answered at once (see lockOnErr).
 //
 //go:noinline
-func (h *Holder) awaitQueued(rctx context.Context, t target, ch chan int) error {
+func (h *Holder) awaitQueued(rctx context.Context, t target, ch chan verdict) error {
 	rep := &t.call.rep
 	// An Answer that overtook the reply waits in the early table.
 	k := answerKey{h.o.id, t.seq, t.nd}
-	ch, code, ok := h.n.expectAnswer(k, ch)
+	ch, v, ok := h.n.expectAnswer(k, ch)
 	if ok {
-		rep.Code = code
+		rep.Code, rep.Token = v.code, v.token
 		return nil
 	}
 	var err error
@@ -455,6 +510,9 @@ func (r *request) verdict(ctx context.Context, err error) error {
 	}
 	if r.h.life.Err() != nil {
 		return ErrClosed
+	}
+	if lost := r.h.lostErr(); lost != nil {
+		return lost
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		if ctx.Err() != nil {

@@ -45,7 +45,7 @@ type remoteReqs struct {
 	pending map[uint64]pendingReq // requests in progress by seq (nil: none so far)
 	// answers keeps the verdicts of requests answered late (queued), by
 	// seq, until the holder's next request arrives: Status reads them.
-	answers map[uint64]int
+	answers map[uint64]verdict
 }
 
 // pendingReq is a request of a remote holder in progress on this node.
@@ -180,8 +180,10 @@ func (o *owner) waitWith(seq uint64, cancel context.CancelFunc) bool {
 // grant nobody takes (withdrawn, or made after its caller's deadline) is
 // given back in the same critical section that takes the request out of
 // pending: Status finds it in pending or in answers, and an Abort either
-// finds it pending or finds its grant.
-func (o *owner) settle(t *table, a *AcquireArgs, ctx context.Context, err error, late bool) (chan struct{}, error) {
+// finds it pending or finds its grant. token is the grant's fencing
+// token, taken after the take granted; settle returns it, or 0 for a
+// request that ends without a grant.
+func (o *owner) settle(t *table, a *AcquireArgs, ctx context.Context, err error, late bool, token uint64) (chan struct{}, error, uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	seq := a.Seq
@@ -198,15 +200,18 @@ func (o *owner) settle(t *table, a *AcquireArgs, ctx context.Context, err error,
 	case errors.Is(err, context.Canceled) && ctxErr == nil:
 		err = ErrAborted
 	}
+	if err != nil {
+		token = 0
+	}
 	done := o.pending[seq].done
 	delete(o.pending, seq)
 	if late && !o.closed.Load() && seq >= o.maxSeq {
 		if o.answers == nil {
-			o.answers = make(map[uint64]int)
+			o.answers = make(map[uint64]verdict)
 		}
-		o.answers[seq] = codeOf(err)
+		o.answers[seq] = verdict{codeOf(err), token}
 	}
-	return done, err
+	return done, err, token
 }
 
 // doneOf returns the channel closed when request seq, in pending, ends.
@@ -255,16 +260,16 @@ func (o *owner) releaseKeys(t *table, keys []string, all bool, seq uint64) {
 
 // status is where request seq stands: codeQueued while pending, its
 // verdict once answered late, codeUnknown otherwise.
-func (o *owner) status(seq uint64) int {
+func (o *owner) status(seq uint64) verdict {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if _, ok := o.pending[seq]; ok {
-		return codeQueued
+		return verdict{code: codeQueued}
 	}
-	if c, ok := o.answers[seq]; ok {
-		return c
+	if v, ok := o.answers[seq]; ok {
+		return v
 	}
-	return codeUnknown
+	return verdict{code: codeUnknown}
 }
 
 // lastSeq is the seq up to which a forgotten proxy's late requests are

@@ -17,6 +17,10 @@ func (n *Node) proxyFor(id OwnerID, age int64, origin string, inc uint64, seq ui
 	// A holder's later requests find its proxy: a read.
 	n.mu.RLock()
 	o, closed := n.proxies[id], n.closed
+	if o != nil && !closed && o.live != nil {
+		// Under the read lock: see heard.go.
+		o.live.touch(mono(), n.heardSlack())
+	}
 	n.mu.RUnlock()
 	if o != nil && !closed {
 		return o, nil
@@ -45,6 +49,9 @@ func (n *Node) proxyFor(id OwnerID, age int64, origin string, inc uint64, seq ui
 			}
 			n.unchecked[origin] = append(n.unchecked[origin], id)
 		}
+	}
+	if o.live != nil {
+		o.live.touch(mono(), n.heardSlack())
 	}
 	return o, nil
 }
@@ -84,13 +91,15 @@ func (s *Service) Acquire(ctx context.Context, a *AcquireArgs, r *AcquireReply) 
 		return nil
 	case admitTaken:
 		r.set(nil)
+		r.Token = n.nextToken()
 		return nil
 	}
 	if len(earlier) == 0 && o.start(n.table, a) {
 		// Most requests need no wait: taken on this goroutine, at once,
 		// without a context of their own.
-		done, err := o.settle(n.table, a, ctx, nil, false)
+		done, err, token := o.settle(n.table, a, ctx, nil, false, n.nextToken())
 		r.set(err)
+		r.Token = token
 		closeDone(done)
 		return nil
 	}
@@ -118,14 +127,19 @@ func (s *Service) acquireWaiting(ctx context.Context, o *owner, a *AcquireArgs, 
 	stopNode := context.AfterFunc(n.ctx, cancel)
 	finish := func(err error, late bool) {
 		stopNode()
-		done, err := o.settle(n.table, a, cctx, err, late)
+		var token uint64
+		if err == nil {
+			token = n.nextToken()
+		}
+		done, err, token := o.settle(n.table, a, cctx, err, late, token)
 		cancel()
 		cancelDeadline()
 		closeDone(done)
 		if late {
-			n.answer(a, err)
+			n.answer(a, err, token)
 		} else {
 			r.set(err)
+			r.Token = token
 		}
 	}
 	if len(earlier) > 0 {

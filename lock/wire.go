@@ -42,6 +42,8 @@ type AcquireArgs struct {
 type AcquireReply struct {
 	Code int
 	Msg  string
+	// Token is a grant's fencing token (see Holder.Token); 0 otherwise.
+	Token uint64
 }
 
 // ReleaseArgs gives back keys (all the holder holds there when Keys is

@@ -200,7 +200,14 @@ func (a *AcquireArgs) UnmarshalMsg(b []byte) ([]byte, error) {
 
 // MarshalMsg appends r's msgpack encoding to b.
 func (r *AcquireReply) MarshalMsg(b []byte) ([]byte, error) {
-	b = msgp.AppendMapHeader(b, 2)
+	if r.Token == 0 {
+		b = msgp.AppendMapHeader(b, 2)
+	} else {
+		// Only a grant has one: the other replies stay as they were.
+		b = msgp.AppendMapHeader(b, 3)
+		b = msgp.AppendString(b, "Token")
+		b = msgp.AppendUint64(b, r.Token)
+	}
 	b = msgp.AppendString(b, "Code")
 	b = msgp.AppendInt(b, r.Code)
 	b = msgp.AppendString(b, "Msg")
@@ -224,6 +231,8 @@ func (r *AcquireReply) UnmarshalMsg(b []byte) ([]byte, error) {
 			r.Code, b, err = msgp.ReadIntBytes(b)
 		case "Msg":
 			r.Msg, b, err = msgp.ReadStringBytes(b)
+		case "Token":
+			r.Token, b, err = msgp.ReadUint64Bytes(b)
 		default:
 			b, err = msgp.Skip(b)
 		}

@@ -55,7 +55,7 @@ func TestWireMsgpMatchesReflection(t *testing.T) {
 		acq := AcquireArgs{Owner: OwnerID{randU64(r), randU64(r)}, Age: randI64(r), Origin: string(rune(r.IntN(5000))) + "x",
 			OriginInc: randU64(r), Seq: randU64(r), LastOK: randU64(r), Mode: Mode(r.IntN(256)),
 			Keys: randStrings(r), Released: randStrings(r), Holds: r.IntN(2) == 1, ReleasedAll: r.IntN(2) == 1}
-		rep := AcquireReply{Code: int(randI64(r)), Msg: "m" + string(rune(r.IntN(5000)))}
+		rep := AcquireReply{Code: int(randI64(r)), Msg: "m" + string(rune(r.IntN(5000))), Token: randU64(r)}
 		rel := ReleaseArgs{Owner: OwnerID{randU64(r), randU64(r)}, Keys: randStrings(r), Seq: randU64(r), All: r.IntN(2) == 1}
 		ab := AbortArgs{Owner: OwnerID{randU64(r), randU64(r)}, Seq: randU64(r), From: randU64(r)}
 		dr := DropArgs{Owner: OwnerID{randU64(r), randU64(r)}, LastSeq: randU64(r)}
