@@ -1,6 +1,7 @@
 package batchclient_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -19,8 +20,10 @@ import (
 )
 
 // slowSeqs checks, per key, that sends arrive in order and that two of a
-// key's sends never run at once; each takes half a millisecond.
+// key's sends never run at once; each takes delay, half a millisecond if
+// zero.
 type slowSeqs struct {
+	delay    time.Duration
 	mu       sync.Mutex
 	last     map[uint32]uint32
 	running  map[uint32]int
@@ -40,7 +43,7 @@ func (k *slowSeqs) handle(_ context.Context, b []byte) {
 		k.overlap++
 	}
 	k.mu.Unlock()
-	time.Sleep(500 * time.Microsecond)
+	time.Sleep(cmp.Or(k.delay, 500*time.Microsecond))
 	k.mu.Lock()
 	k.running[key]--
 	k.mu.Unlock()

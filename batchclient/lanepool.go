@@ -83,7 +83,7 @@ type keyMove struct {
 // passed reports whether every fence of the move has passed: on a lane
 // that stays, its fence call was answered (the server ran every send
 // before it); on the lane retired, or where the server has no fence (an
-// error reply), or no fence call could be queued, its credits came back
+// error reply), or the lane died or drains, its credits came back
 // (lane.Passed: exact on a retired lane, which takes nothing after its
 // fence).
 func (m *keyMove) passed() bool {
@@ -336,7 +336,8 @@ func (lp *lanePool) change(lanes []*lane.Lane, retired *lane.Lane) {
 			m.done[i] = true
 			continue
 		}
-		// Behind everything the lane took before its fence.
+		// Behind everything the lane took before its fence, however full
+		// its queue: credits would be no fence there (lane.SendFence).
 		if call, err := l.SendFence(); err == nil {
 			m.calls[i] = call
 		}

@@ -1,6 +1,7 @@
 package lane
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 
@@ -142,24 +143,24 @@ func (l *Lane) Passed(f Fence) bool {
 }
 
 // SendFence queues a fence call (codec.MethodFence) behind everything the
-// lane has queued, if there is room at once, and returns it: its Done
-// receives it when the server has run every send the lane wrote before it.
-// An error (no room, the lane dead or draining) or an error reply (a
-// server that has no fence) leaves its caller to judge by Passed.
+// lane has queued and returns it: its Done receives it when the server has
+// run every send the lane wrote before it. It is queued however full the
+// queue is (one small entry beyond its bounds, for each change of the
+// pool's size): a lane whose queue is full is one the server's window
+// holds back, and there the casts queued after the fence would finish in
+// place of the slow sends before it, so that Passed would let the moved
+// keys go while those still run. An error (the lane dead, draining or
+// retired) or an error reply (a server that has no fence) leaves its
+// caller to judge by Passed.
 func (l *Lane) SendFence() (*client.Call, error) {
 	call := &client.Call{ServicePath: codec.ServicePath, ServiceMethod: codec.MethodFence, Done: make(chan *client.Call, 1)}
-	pc := &Pending{Call: call}
-	est, err := l.admit(0, closedDone, errFenceNoRoom)
-	if err != nil {
-		return nil, err
-	}
 	e := getEntry()
 	e.Kind, e.ServicePath, e.ServiceMethod = codec.KindCall, codec.ServicePath, codec.MethodFence
 	e.SerializeType = uint8(l.cfg.SerializeType)
 	e.size = codec.EntrySize(&e.Entry)
-	id := l.register(pc)
+	id := l.register(&Pending{Call: call})
 	e.ID = id
-	if _, err := l.enqueue(e, est, false, pc, closedDone, errFenceNoRoom); err != nil {
+	if err := l.enqueueFence(e); err != nil {
 		putEntry(e)
 		if l.Claim(id) == nil {
 			return nil, ErrFinished
@@ -169,13 +170,23 @@ func (l *Lane) SendFence() (*client.Call, error) {
 	return call, nil
 }
 
-// closedDone is a done channel that has ended: SendFence does not wait
-// for room.
-var closedDone = func() chan struct{} {
-	ch := make(chan struct{})
-	close(ch)
-	return ch
-}()
-
-// errFenceNoRoom is SendFence's error when the queue has no room at once.
-func errFenceNoRoom() error { return ErrOverloaded }
+// enqueueFence puts the fence call e on the queue without admission: no
+// place or bytes are reserved for it, and it waits for none.
+func (l *Lane) enqueueFence(e *entry) error {
+	l.qmu.Lock()
+	if err := cmp.Or(l.deadErr, l.drainErr, l.retireErr); err != nil {
+		l.qmu.Unlock()
+		return err
+	}
+	l.queue = append(l.queue, e)
+	l.qLen.Store(int32(len(l.queue)))
+	l.qBytes += e.size
+	l.qBytesNow.Store(int64(l.qBytes + l.inWrite))
+	l.queuedTotal++
+	first := len(l.queue) == 1
+	l.qmu.Unlock()
+	if first {
+		l.wakeWriter()
+	}
+	return nil
+}
