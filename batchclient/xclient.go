@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,7 +68,7 @@ func newXClientWith(bc *Client, servicePath string, failMode client.FailMode, se
 	b := &builder{bc: bc, cache: make(map[string]client.RPCClient), genBreaker: option.GenBreaker,
 		connectWait: bc.opts.DialTimeout + bc.opts.HandshakeTimeout, ch: ch}
 	client.RegisterCacheClientBuilder(network, b)
-	d := newBatchDiscovery(discovery, network)
+	d := newBatchDiscovery(discovery, network, option.Group)
 	var inner client.XClient
 	if ch != nil {
 		inner = client.NewBidirectionalXClient(servicePath, failMode, selectMode, d, option, ch)
@@ -79,7 +80,7 @@ func newXClientWith(bc *Client, servicePath string, failMode client.FailMode, se
 	// it, or with a sticky server, every call goes through rpcx's XClient.
 	x.layout, x.native = rpcxlayout.ReadXClient(inner)
 	x.native = x.native && !option.Sticky
-	x.readOnlySelect = selectMode == client.RandomSelect
+	x.randomSelect = selectMode == client.RandomSelect
 	b.plugins = x.GetPlugins
 	// The user's plugins see the servers' keys as rpcx gives them
 	// (selectkeys.go).
@@ -107,13 +108,13 @@ type xClient struct {
 	// with, the token Auth set, and whether Close was called.
 	layout rpcxlayout.XClient
 	native bool
-	// readOnlySelect says rpcx's selector only reads (selectKey).
-	readOnlySelect bool
-	servicePath    string
-	failMode       client.FailMode
-	option         client.Option
-	auth           atomic.Pointer[string]
-	closed         atomic.Bool
+	// randomSelect says rpcx's selector is its random one (selectKey).
+	randomSelect bool
+	servicePath  string
+	failMode     client.FailMode
+	option       client.Option
+	auth         atomic.Pointer[string]
+	closed       atomic.Bool
 }
 
 // Auth sets the token rpcx puts in every call's metadata, and the token the
@@ -447,6 +448,12 @@ type batchDiscovery struct {
 	// lanes, and there was at least one (the native call path's
 	// condition).
 	lanesOnly atomic.Bool
+	// group is the XClient's Option.Group; choosable is the last
+	// rewrite's keys as rpcx's random selector holds them: filtered by
+	// state and group as rpcx filters its server list (the native path
+	// chooses among them without rpcx's lock, see selectKey).
+	group     string
+	choosable atomic.Pointer[[]string]
 
 	// mu guards watchers, the channels forward sends to, and the
 	// forwarding goroutine's innerCh, stop and done, which
@@ -458,8 +465,8 @@ type batchDiscovery struct {
 	done     chan struct{}
 }
 
-func newBatchDiscovery(inner client.ServiceDiscovery, network string) *batchDiscovery {
-	return &batchDiscovery{inner: inner, network: network}
+func newBatchDiscovery(inner client.ServiceDiscovery, network, group string) *batchDiscovery {
+	return &batchDiscovery{inner: inner, network: network, group: group}
 }
 
 func (d *batchDiscovery) rewrite(pairs []*client.KVPair) []*client.KVPair {
@@ -479,7 +486,29 @@ func (d *batchDiscovery) rewrite(pairs []*client.KVPair) []*client.KVPair {
 	}
 	d.recordNames(pairs, out)
 	d.lanesOnly.Store(lanesOnly)
+	d.choosable.Store(choosableKeys(out, d.group))
 	return out
+}
+
+// choosableKeys is the keys of pairs rpcx's XClient keeps in its server
+// list: each once, less those filterByStateAndGroup drops (state=inactive,
+// or not in group when group is set).
+func choosableKeys(pairs []*client.KVPair, group string) *[]string {
+	keys := make([]string, 0, len(pairs))
+	seen := make(map[string]bool, len(pairs))
+	for _, p := range pairs {
+		if seen[p.Key] {
+			continue
+		}
+		seen[p.Key] = true
+		if v, err := url.ParseQuery(p.Value); err == nil {
+			if v.Get("state") == "inactive" || group != "" && !slices.Contains(v["group"], group) {
+				continue
+			}
+		}
+		keys = append(keys, p.Key)
+	}
+	return &keys
 }
 
 func advertisedPlain(meta string) bool {
@@ -555,7 +584,7 @@ func (d *batchDiscovery) Clone(servicePath string) (client.ServiceDiscovery, err
 	if err != nil {
 		return nil, err
 	}
-	return newBatchDiscovery(in, d.network), nil
+	return newBatchDiscovery(in, d.network, d.group), nil
 }
 
 func (d *batchDiscovery) SetFilter(f client.ServiceDiscoveryFilter) { d.inner.SetFilter(f) }

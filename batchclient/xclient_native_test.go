@@ -187,3 +187,58 @@ func TestDropInNativeMetadataAsRPCX(t *testing.T) {
 		}
 	}
 }
+
+// whoService's Who answers with the name of its server.
+type whoService struct{ name string }
+
+// Who replies with the server's name in C's place (as a length).
+func (w whoService) Who(_ context.Context, _ *testsvc.Args, r *testsvc.Reply) error {
+	r.C = len(w.name)
+	return nil
+}
+
+// TestDropInRandomChoosesAmongRPCXsServers checks that the drop-in's own
+// random choice (made without rpcx's lock, from the discovery's list)
+// leaves out the servers rpcx's XClient leaves out: state=inactive, and
+// those not in Option.Group. Servers are told apart by the length of
+// their names; both XClients must reach the same set.
+func TestDropInRandomChoosesAmongRPCXsServers(t *testing.T) {
+	names := []string{"a", "bb", "ccc", "dddd"}
+	meta := []string{"group=g1", "group=g2", "state=inactive&group=g1", ""}
+	var pairs []*client.KVPair
+	for i, n := range names {
+		s := server.NewServer()
+		require.NoError(t, s.RegisterName("Who", whoService{n}, ""))
+		_, err := batchserver.New(s)
+		require.NoError(t, err)
+		addr, stop, err := testsvc.Serve(s)
+		require.NoError(t, err)
+		t.Cleanup(testsvc.StopWhenIdle(s, stop))
+		pairs = append(pairs, &client.KVPair{Key: "tcp@" + addr, Value: meta[i]})
+	}
+	reached := func(dropIn bool, group string) map[int]bool {
+		d, err := client.NewMultipleServersDiscovery(pairs)
+		require.NoError(t, err)
+		opt := client.DefaultOption
+		opt.Group = group
+		var xc client.XClient
+		if dropIn {
+			xc = batchclient.NewXClient("Who", client.Failfast, client.RandomSelect, d, opt)
+			require.True(t, batchclient.NativeCalls(xc))
+		} else {
+			xc = client.NewXClient("Who", client.Failfast, client.RandomSelect, d, opt)
+		}
+		defer xc.Close()
+		got := map[int]bool{}
+		for range 200 {
+			var r testsvc.Reply
+			require.NoError(t, xc.Call(ctxT(t, 5*time.Second), "Who", &testsvc.Args{}, &r))
+			got[r.C] = true
+		}
+		return got
+	}
+	for _, group := range []string{"", "g1", "g2"} {
+		want := reached(false, group)
+		require.Equal(t, want, reached(true, group), "group %q", group)
+	}
+}
