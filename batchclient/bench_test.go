@@ -31,15 +31,7 @@ import (
 // and the client side (batch: frames written, one Write each; plain: the
 // process's write syscalls less the server's).
 func BenchmarkCall(b *testing.B) {
-	wc := &testsvc.WriteCounter{}
-	s := server.NewServer()
-	s.Plugins.Add(wc)
-	require.NoError(b, s.RegisterName("Echo", new(testsvc.Echo), ""))
-	_, err := batchserver.New(s)
-	require.NoError(b, err)
-	addr, stop, err := testsvc.Serve(s)
-	require.NoError(b, err)
-	defer stop()
+	addr, wc := serveEcho(b)
 
 	for _, g := range []int{1, 100, 1000, 10000} {
 		for _, path := range benchPaths {
@@ -49,6 +41,21 @@ func BenchmarkCall(b *testing.B) {
 			})
 		}
 	}
+}
+
+// serveEcho serves Echo with the batch plugin on loopback until b ends,
+// counting the server's writes.
+func serveEcho(b *testing.B) (string, *testsvc.WriteCounter) {
+	wc := &testsvc.WriteCounter{}
+	s := server.NewServer()
+	s.Plugins.Add(wc)
+	require.NoError(b, s.RegisterName("Echo", new(testsvc.Echo), ""))
+	_, err := batchserver.New(s)
+	require.NoError(b, err)
+	addr, stop, err := testsvc.Serve(s)
+	require.NoError(b, err)
+	b.Cleanup(stop)
+	return addr, wc
 }
 
 type callFunc func(ctx context.Context, args *testsvc.Data, reply *testsvc.Data) error
@@ -250,15 +257,7 @@ func BenchmarkCast(b *testing.B) {
 // starts a call and waits on its Done channel (one made per call), over
 // the same four paths, at 1 and 1,000 goroutines.
 func BenchmarkGo(b *testing.B) {
-	wc := &testsvc.WriteCounter{}
-	s := server.NewServer()
-	s.Plugins.Add(wc)
-	require.NoError(b, s.RegisterName("Echo", new(testsvc.Echo), ""))
-	_, err := batchserver.New(s)
-	require.NoError(b, err)
-	addr, stop, err := testsvc.Serve(s)
-	require.NoError(b, err)
-	defer stop()
+	addr, wc := serveEcho(b)
 	for _, g := range []int{1, 1000} {
 		for _, path := range benchPaths {
 			b.Run(fmt.Sprintf("g=%d/%s", g, path), func(b *testing.B) {
