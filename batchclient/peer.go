@@ -146,6 +146,14 @@ func (p *peer) setPool(lanes []*lane.Lane, moved *keyMove) {
 	close(old.changed)
 }
 
+// refusedHandshake reports whether err is the server's refusal of a lane's
+// handshake (a client.ServiceError, such as its AuthFunc's), not "no
+// batch service" or a failure to reach it.
+func refusedHandshake(err error) bool {
+	var se client.ServiceError
+	return errors.As(err, &se) && !errors.Is(err, dial.ErrNoBatchService)
+}
+
 // setState publishes a new view; only the manager goroutine calls it.
 func (p *peer) setState(s peerState, lanes []*lane.Lane, err error) {
 	old := p.view.Swap(&peerView{state: s, lanes: lanes, err: err, changed: make(chan struct{})})
@@ -167,10 +175,15 @@ func (p *peer) run() {
 	for {
 		lanes, err := p.connect()
 		switch {
-		case errors.Is(err, dial.ErrNoBatchService), err != nil && plain:
+		case errors.Is(err, dial.ErrNoBatchService), refusedHandshake(err), err != nil && plain:
 			// A plain server, or one that was plain and could not be asked
 			// again just now: its calls go on over plain rpcx (which meets
-			// any outage itself), and it is asked again later.
+			// any outage itself), and it is asked again later. So does a
+			// server that refused the handshake itself (its AuthFunc
+			// refused the token): each call then meets that refusal as on
+			// plain rpcx, with the reply's metadata, a oneway call refused
+			// unanswered, and a call whose own metadata carries a token
+			// the server takes goes through.
 			if !plain {
 				p.env.metrics.fallbacks.Inc(1)
 				p.setState(statePlain, nil, nil)

@@ -231,7 +231,7 @@ func sortedNames(f *cmpFleet, seq []string) []string {
 // over a fresh discovery of f, and compares their outcomes: call by call
 // when exact, else as multisets (where rpcx's own order is a map's).
 // expect, when not nil, turns each of rpcx's outcomes into the drop-in's
-// documented (or known, see strictDiffs) difference from it.
+// documented difference from it.
 func compareCalls(t *testing.T, f *cmpFleet, exact bool, mk func(m xcMaker) client.XClient, steps func(m xcMaker, xc client.XClient) []cmpOutcome, expect func(o *cmpOutcome)) {
 	t.Helper()
 	var got [][]string
@@ -457,33 +457,7 @@ func TestXClientCompareAuth(t *testing.T) {
 								out = append(out, kind.do(t, f, xc, 10*time.Second, withMaps, &CmpArgs{A: i, B: 2, ResMeta: true}, wait))
 							}
 							return out
-						}, func(o *cmpOutcome) {
-							if token == "good" || strictDiffs {
-								return
-							}
-							refusal := describeErr(f, client.NewServiceError(fmt.Sprintf("token %q refused", token)))
-							switch kind.name {
-							case "Call":
-								// Known difference (xcdiff): on an AuthFunc
-								// refusal rpcx's Call copies the error
-								// reply's metadata (__rpcx_error__,
-								// __ServerAddress) into the caller's
-								// response map; the drop-in leaves it empty,
-								// over lanes and over the plain fallback.
-								if withMaps {
-									t.Logf("xcdiff: accepted: rpcx's caller response map %s, the drop-in's {}", o.CallerRes)
-									o.CallerRes = "{}"
-								}
-							case "Oneshot":
-								// Known difference (xcdiff): rpcx's Oneshot
-								// returns nil (the refused request is
-								// dropped); the drop-in's returns the
-								// refusal.
-								require.Nil(t, o.Err, "rpcx's Oneshot")
-								t.Logf("xcdiff: accepted: rpcx's Oneshot returns nil, the drop-in's %q", refusal.Text)
-								o.Err = refusal
-							}
-						})
+						}, nil)
 					})
 				}
 			}
