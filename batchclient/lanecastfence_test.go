@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -78,64 +77,8 @@ func TestKeyedSendsKeepOrderBesideCasts(t *testing.T) {
 	waitConnected(t, c, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sent := make([]uint32, senders)
-	for range cycles {
-		var wg sync.WaitGroup
-		var stopCasts atomic.Bool
-		var cwg sync.WaitGroup
-		for range casters {
-			cwg.Add(1)
-			go func() {
-				defer cwg.Done()
-				for i := 0; i < 500 && !stopCasts.Load(); i++ {
-					if err := c.Cast(ctx, addr, "Run", "Run", &RunArgs{ID: 0}); err != nil {
-						t.Errorf("cast: %v", err)
-						return
-					}
-				}
-			}()
-		}
-		for g := range senders {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				kctx := batchclient.WithKey(ctx, fmt.Sprint("sender-", g))
-				for range perKey / cycles {
-					sent[g]++
-					b := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, uint32(g)), sent[g])
-					if err := c.Send(kctx, addr, "seq", b); err != nil {
-						t.Errorf("send: %v", err)
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		stopCasts.Store(true)
-		cwg.Wait()
+	load := keyedLoad{keys: senders, perKey: perKey, cycles: cycles, casters: casters, casts: 500, between: func() {
 		time.Sleep(100 * time.Millisecond)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		seqs.mu.Lock()
-		done := 0
-		for g := range senders {
-			if seqs.last[uint32(g)] == sent[g] {
-				done++
-			}
-		}
-		o, ov := seqs.outOrder, seqs.overlap
-		seqs.mu.Unlock()
-		if done == senders || time.Now().After(deadline) {
-			added := reg.Get("rpcxbatch.client.lanes.added").(metrics.Counter).Count()
-			retired := reg.Get("rpcxbatch.client.lanes.retired").(metrics.Counter).Count()
-			t.Logf("lanes added %d, retired %d; out of order %d, overlapping %d", added, retired, o, ov)
-			require.Equal(t, senders, done, "keys whose sends all arrived")
-			require.Zero(t, o, "sends out of order")
-			require.Zero(t, ov, "a key's sends ran at once")
-			require.Positive(t, added, "lanes added: the test did not test a change")
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	}}
+	requireKeyedOrder(t, seqs, load.run(t, ctx, c, addr), reg)
 }

@@ -2,9 +2,6 @@ package batchclient_test
 
 import (
 	"context"
-	"encoding/binary"
-	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -51,65 +48,10 @@ func TestKeyedSendsKeepOrderWhenTheFenceFindsTheQueueFull(t *testing.T) {
 	waitConnected(t, c, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sent := make([]uint32, keys)
-	for range cycles {
-		var wg, cwg sync.WaitGroup
-		var stopCasts atomic.Bool
-		for range casters {
-			cwg.Add(1)
-			go func() {
-				defer cwg.Done()
-				for i := 0; i < 2000 && !stopCasts.Load(); i++ {
-					if err := c.Cast(ctx, addr, "Run", "Run", &RunArgs{ID: 0}); err != nil {
-						t.Errorf("cast: %v", err)
-						return
-					}
-				}
-			}()
-		}
-		for g := range keys {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				kctx := batchclient.WithKey(ctx, fmt.Sprint("key-", g))
-				for range perKey / cycles {
-					sent[g]++
-					b := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, uint32(g)), sent[g])
-					if err := c.Send(kctx, addr, "seq", b); err != nil {
-						t.Errorf("send: %v", err)
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		stopCasts.Store(true)
-		cwg.Wait()
+	load := keyedLoad{keys: keys, perKey: perKey, cycles: cycles, casters: casters, casts: 2000, between: func() {
 		// Long enough for the idle pool to retire its second lane, so
 		// that the next cycle grows it again.
 		require.Eventually(t, func() bool { return c.Info(addr).Lanes == 1 }, 5*time.Second, 5*time.Millisecond, "the idle pool retires its second lane")
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		seqs.mu.Lock()
-		done := 0
-		for g := range keys {
-			if seqs.last[uint32(g)] == sent[g] {
-				done++
-			}
-		}
-		o, ov := seqs.outOrder, seqs.overlap
-		seqs.mu.Unlock()
-		if done == keys || time.Now().After(deadline) {
-			added := reg.Get("rpcxbatch.client.lanes.added").(metrics.Counter).Count()
-			retired := reg.Get("rpcxbatch.client.lanes.retired").(metrics.Counter).Count()
-			t.Logf("lanes added %d, retired %d; out of order %d, overlapping %d", added, retired, o, ov)
-			require.Zero(t, o, "sends out of order")
-			require.Zero(t, ov, "a key's sends ran at once")
-			require.Equal(t, keys, done, "keys whose sends all arrived")
-			require.Positive(t, added, "lanes added: the test did not test a change")
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	}}
+	requireKeyedOrder(t, seqs, load.run(t, ctx, c, addr), reg)
 }

@@ -205,10 +205,16 @@ func (x *xClient) callMetadata(ctx context.Context) (_ context.Context, st bool)
 	if m == nil {
 		return ctx, true
 	}
+	putServerTimeout(ctx, m)
+	return ctx, false
+}
+
+// putServerTimeout writes the time ctx has left into m, as rpcx's
+// setServerTimeout does, if ctx has a deadline.
+func putServerTimeout(ctx context.Context, m map[string]string) {
 	if deadline, ok := ctx.Deadline(); ok {
 		m[share.ServerTimeout] = strconv.FormatInt(time.Until(deadline).Milliseconds(), 10)
 	}
-	return ctx, false
 }
 
 // withServerTimeout is rpcx's setServerTimeout, for a call the drop-in
@@ -216,8 +222,7 @@ func (x *xClient) callMetadata(ctx context.Context) (_ context.Context, st bool)
 // "__ServerTimeout" in its request metadata, in a map made for it when it
 // has none.
 func withServerTimeout(ctx context.Context) context.Context {
-	deadline, ok := ctx.Deadline()
-	if !ok {
+	if _, ok := ctx.Deadline(); !ok {
 		return ctx
 	}
 	m, _ := ctx.Value(lane.ReqMetaKey).(map[string]string)
@@ -225,7 +230,7 @@ func withServerTimeout(ctx context.Context) context.Context {
 		m = map[string]string{}
 		ctx = context.WithValue(ctx, share.ReqMetaDataKey, m)
 	}
-	m[share.ServerTimeout] = strconv.FormatInt(time.Until(deadline).Milliseconds(), 10)
+	putServerTimeout(ctx, m)
 	return ctx
 }
 
