@@ -83,8 +83,28 @@ func (h *Holder) Lock(ctx context.Context, mode Mode, keys ...string) error {
 }
 
 func (h *Holder) lockLocal(ctx context.Context, mode Mode, keys []string, seq uint64) error {
-	err := h.o.takeLocal(ctx, h.n, keys, mode, seq, h.holdsRemote())
+	holds := h.holdsRemote()
+	wctx := ctx
+	if holds {
+		// Only a holder with locks on other nodes can be lost, and then it
+		// must not be granted more: its request context, which losing it
+		// cancels (lost.go), ends the wait here too.
+		rctx, ok := h.requestCtx(ctx)
+		if !ok {
+			return ErrClosed
+		}
+		if err := h.lostErr(); err != nil {
+			// Lost before the request context was there to cancel.
+			return err
+		}
+		wctx = rctx
+	}
+	err := h.o.takeLocal(wctx, h.n, keys, mode, seq, holds)
 	if err != nil {
+		if holds {
+			h.endRequestCtx()
+			err = h.verdict(ctx, err)
+		}
 		return fmt.Errorf("lock %d keys %s on %s: %w", len(keys), mode, h.n.name(), err)
 	}
 	// Its token is taken when asked for (token.go).

@@ -133,3 +133,47 @@ func TestLeaseMarginLeavingNoLeaseRefused(t *testing.T) {
 		t.Errorf("default LeaseMargin %v", n.cfg.LeaseMargin)
 	}
 }
+
+// A holder lost while its Lock waits on its own node: the wait ends with
+// ErrLockLost (the holder must not act on its locks any more, and a Lock
+// that returned nil would say it may), the request leaves the queue, and
+// the key, released by the holder before it, goes to nobody of the lost
+// holder's.
+func TestLostHolderLocalWaitEnds(t *testing.T) {
+	const nt = time.Second
+	a, b := servePairTimeout(t, false, nt)
+	ctx := context.Background()
+	h := newHolder(t, a)
+	if err := h.LockOn(ctx, []string{b.Addr()}, Exclusive, "k"); err != nil {
+		t.Fatal(err)
+	}
+	first := newHolder(t, a)
+	if err := first.Lock(ctx, Exclusive, "busy"); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 6*nt)
+	defer cancel()
+	wch := lockAsync(wctx, h, Exclusive, "busy")
+	eventually(t, "h queued on a", queuedAtLeast(a, "busy", 1))
+
+	healA, healB := cut(a), cut(b)
+	defer healA()
+	defer healB()
+	select {
+	case <-h.Lost():
+	case <-time.After(3 * nt):
+		t.Fatal("holder not told within 3 × NodeTimeout of the cut")
+	}
+	lostAt := time.Now()
+	err := recv(t, wch, "the lost holder's waiting Lock")
+	if !errors.Is(err, ErrLockLost) {
+		t.Fatalf("waiting Lock of a holder lost %v ago: %v, want ErrLockLost", time.Since(lostAt), err)
+	}
+	if d := time.Since(lostAt); d > nt/2 {
+		t.Errorf("the waiting Lock ended %v after Lost, want at once", d)
+	}
+	first.Release("busy")
+	if !freeOn(a, "busy") {
+		t.Errorf("after its only other holder released it, busy is held: %s", dump(a, "busy"))
+	}
+}

@@ -23,7 +23,8 @@ type holderLoss struct {
 // within NodeTimeout - LeaseMargin, and may drop the holder's locks there
 // (no sooner than LeaseMargin later) and grant them to another holder.
 // From then on the holder must not act on its locks; its Lock and LockOn
-// calls fail with ErrLockLost, its Context ends with a cause that wraps
+// calls fail with ErrLockLost (one waiting, on any node, ends with it),
+// its Context ends with a cause that wraps
 // it, and its locks on its own node stay held until it releases them or
 // is closed. A holder that holds locks only on its own node is never
 // lost.

@@ -505,13 +505,21 @@ func nodeLostErr(nd string, err error) error {
 // verdict is the error a request ends with: ErrClosed when its holder was
 // closed meanwhile, the caller's own context error when that ended it.
 func (r *request) verdict(ctx context.Context, err error) error {
+	return r.h.verdict(ctx, err)
+}
+
+// verdict is the error a request of h's that failed with err ends with,
+// under the caller's ctx: ErrClosed when h was closed meanwhile, the
+// cause h was lost with, the caller's own context error when that ended
+// it, err otherwise.
+func (h *Holder) verdict(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	if r.h.life.Err() != nil {
+	if h.life.Err() != nil {
 		return ErrClosed
 	}
-	if lost := r.h.lostErr(); lost != nil {
+	if lost := h.lostErr(); lost != nil {
 		return lost
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
