@@ -87,7 +87,8 @@ type Sweep struct {
 	Messages int
 }
 
-// Point is one measured configuration; each runs once per path.
+// Point is one measured configuration; each runs once per path, or
+// Config.Repeat times with -repeat.
 type Point struct {
 	Op       string
 	Payload  string
