@@ -41,6 +41,10 @@ type Config struct {
 	PointTimeout time.Duration
 	// Warmup is the operations run on a fresh client before a point.
 	Warmup int
+	// Repeat is how many times each point runs every path, in rounds
+	// whose path order alternates (roundOrder); the table and report give
+	// each path's medians over them (aggregate). 1 by default.
+	Repeat int
 	// Out is the JSON lines file ("" = none); Report the report folder.
 	Out, Report string
 	// CodecDuration is how long the codec ceiling measures each payload.
@@ -83,7 +87,8 @@ type Sweep struct {
 	Messages int
 }
 
-// Point is one measured configuration; each runs once per path.
+// Point is one measured configuration; each runs once per path, or
+// Config.Repeat times with -repeat.
 type Point struct {
 	Op       string
 	Payload  string
@@ -150,6 +155,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&inflight, "max-inflight", "2GiB", "skip points whose writers × payload exceed this")
 	fs.DurationVar(&c.PointTimeout, "point-timeout", 30*time.Second, "bound on one path of one point; a point that hits it reports bounded=true")
 	fs.IntVar(&c.Warmup, "warmup", 200, "operations on a fresh client before each measured run")
+	fs.IntVar(&c.Repeat, "repeat", 1, "runs of every path per point, in rounds of alternating path order; the table and report give each path's medians and each ratio per round")
 	fs.StringVar(&c.Out, "out", "perf/results/run.jsonl", "JSON lines output, one object per point and path (\"\" = none)")
 	fs.StringVar(&c.Report, "report", "perf/results/run", "report folder: report.md and the figures (\"\" = none)")
 	fs.DurationVar(&c.CodecDuration, "codec-duration", 2*time.Second, "time the codec ceiling measures each payload")
@@ -219,6 +225,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 			"out":            func() { c.Out = explicit.Out },
 			"report":         func() { c.Report = explicit.Report },
 			"after-load":     func() { c.AfterLoad = explicit.AfterLoad },
+			"repeat":         func() { c.Repeat = explicit.Repeat },
 		} {
 			if set[name] {
 				keep()
@@ -253,6 +260,8 @@ func (c Config) validate() error {
 		return errors.New("-point-timeout and -codec-duration must be positive")
 	case c.Warmup < 0:
 		return errors.New("-warmup must be >= 0")
+	case c.Repeat < 1:
+		return fmt.Errorf("-repeat %d: each point must run at least once (-repeat 1, the default, is a single run)", c.Repeat)
 	case !c.Netns && (c.NetemRate != "" || c.NetemDelay != ""):
 		return errors.New("-netem-rate and -netem-delay need -netns")
 	}

@@ -200,3 +200,26 @@ func TestCeilingFractionByCodec(t *testing.T) {
 	_, ok := ceilingFraction(Result{Op: "call", Path: pathBatch, Payload: "tiny", OpsPerS: 1}, cs)
 	require.False(t, ok)
 }
+
+// -repeat is the runs of every path per point: 1 by default and in the
+// presets (quick takes minutes already), what the flag says otherwise,
+// and at least 1.
+func TestParseRepeat(t *testing.T) {
+	c, err := parseConfig(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 1, c.Repeat)
+	c, err = parseConfig([]string{"-repeat", "3"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 3, c.Repeat)
+	c, err = parseConfig([]string{"-preset", "quick"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 1, c.Repeat, "make perf-quick keeps single runs")
+	c, err = parseConfig([]string{"-preset", "quick", "-repeat", "5"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 5, c.Repeat, "the flag wins over the preset")
+	for _, v := range []string{"0", "-1", "x"} {
+		_, err := parseConfig([]string{"-repeat", v}, io.Discard)
+		require.Error(t, err, v)
+		assert.Contains(t, err.Error(), "repeat", v)
+	}
+}

@@ -134,3 +134,78 @@ func TestTinyPacedPoint(t *testing.T) {
 		assert.Greater(t, sum, 0.75*elapsed, "%s: the last writer's parts are the point's time", r.Path)
 	}
 }
+
+// TestTinyRepeatSweep runs one tiny point three times over two paths, as
+// `go run ./perf -repeat 3` would: every run is a JSON line with its
+// round, the rounds alternate the paths' order, each path's aggregate
+// follows, and the table and report say they give medians and each ratio
+// per round.
+func TestTinyRepeatSweep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts server processes")
+	}
+	dir := t.TempDir()
+	cfg, err := parseConfig([]string{"-repeat", "3", "-paths", "batch,dropin", "-ops", "call", "-writers", "10",
+		"-total-ops", "300", "-warmup", "10", "-point-timeout", "10s", "-codec-duration", "20ms", "-progress=false",
+		"-out", filepath.Join(dir, "r.jsonl"), "-report", filepath.Join(dir, "report")}, os.Stderr)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	require.NoError(t, run(ctx, cfg, &stdout, &stderr), stderr.String())
+
+	b, err := os.ReadFile(filepath.Join(dir, "r.jsonl"))
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	require.Len(t, lines, 8, "3 runs and an aggregate per path")
+	var order []string
+	aggs := map[string]Result{}
+	runs := map[string][]Result{}
+	for _, line := range lines {
+		var obj map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &obj))
+		assert.Contains(t, obj, "repeat")
+		assert.Contains(t, obj, "repeats")
+		var r Result
+		require.NoError(t, json.Unmarshal([]byte(line), &r))
+		assert.Equal(t, 3, r.Repeats)
+		assert.EqualValues(t, 300, r.Ops, "%s round %d", r.Path, r.Repeat)
+		assert.Zero(t, r.Errors, r.FirstError)
+		if r.Aggregate {
+			aggs[r.Path] = r
+			continue
+		}
+		assert.NotContains(t, obj, "aggregate", "a run is not marked")
+		assert.NotContains(t, obj, "ops_per_s_min")
+		order = append(order, r.Path)
+		assert.Equal(t, len(runs[r.Path]), r.Repeat, "%s: rounds 0, 1, 2 in order", r.Path)
+		runs[r.Path] = append(runs[r.Path], r)
+	}
+	assert.Equal(t, []string{"batch", "dropin", "dropin", "batch", "batch", "dropin"}, order, "the rounds alternate the order")
+	require.Len(t, aggs, 2)
+	for path, agg := range aggs {
+		require.Len(t, runs[path], 3)
+		var ops []float64
+		for _, r := range runs[path] {
+			ops = append(ops, r.OpsPerS)
+		}
+		assert.Equal(t, ops, agg.OpsPerSRuns, path)
+		assert.Equal(t, *lowerMedian(ops), agg.OpsPerS, path)
+		require.NotNil(t, agg.OpsPerSMin, path)
+		require.NotNil(t, agg.OpsPerSMax, path)
+		assert.LessOrEqual(t, *agg.OpsPerSMin, agg.OpsPerS, path)
+		assert.GreaterOrEqual(t, *agg.OpsPerSMax, agg.OpsPerS, path)
+		require.NotNil(t, agg.ClientCPUusPerOp, path)
+	}
+
+	out := stdout.String()
+	assert.Contains(t, out, "medians of 3 interleaved runs per path")
+	assert.Regexp(t, `(?m)^call .*\| .*d÷batch per round \d+\.\d\d \d+\.\d\d \d+\.\d\d`, out, "the ratio per round in the point's notes")
+	report, err := os.ReadFile(filepath.Join(dir, "report", "report.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(report), "medians of 3 interleaved runs per path")
+	assert.Regexp(t, `\| call \| 10 \| .*d÷batch per round \d+\.\d\d \d+\.\d\d \d+\.\d\d \|`, string(report))
+	for _, path := range []string{"batch", "dropin"} {
+		assert.Equal(t, 1, strings.Count(string(report), "| call | data | 0 | 10 | "+path+" |"), "%s: one resources row, the aggregate's", path)
+	}
+}

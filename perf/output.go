@@ -13,6 +13,17 @@ import (
 // Result is one point over one path: one JSON line. Fields that do not
 // apply (latency of a cast, batch size of plain rpcx, intended rate of a
 // closed loop) are null.
+//
+// With -repeat N (N > 1) each path runs each point N times: every run is
+// a line with its round in Repeat, and after the point's runs each path
+// has one more line with Aggregate true (aggregate in repeat.go), which is
+// what the table and report show: the run of median ops/s (the lower of
+// the middle two for an even N), with OpsPerS, PctIntended and the CPU per
+// operation (ClientCPUusPerOp, ServerCPUusPerOp, CPUusPerOp) replaced by
+// each one's own median over the N runs, the spread in the Min and Max
+// fields, every round's ops/s in OpsPerSRuns, Errors summed and Bounded if
+// any run was. Its other fields (latency, RSS, writes, elapsed time) are
+// the median run's.
 type Result struct {
 	Time              string   `json:"time"`
 	Op                string   `json:"op"`
@@ -72,6 +83,23 @@ type Result struct {
 	GOMAXPROCS        int      `json:"server_gomaxprocs"`
 	Lanes             int      `json:"lanes"`
 	Netns             bool     `json:"netns"`
+
+	// Repeat is the run's round, 0 to Repeats-1; on an aggregate, the
+	// round of the run that stands for the others.
+	Repeat  int `json:"repeat"`
+	Repeats int `json:"repeats"`
+	// Aggregate marks the line that sums up a path's Repeats runs of the
+	// point; never set when Repeats is 1.
+	Aggregate bool `json:"aggregate,omitempty"`
+	// OpsPerSMin and OpsPerSMax are the lowest and highest ops/s of the
+	// runs, OpsPerSRuns each round's, in round order (aggregates only).
+	OpsPerSMin  *float64  `json:"ops_per_s_min,omitempty"`
+	OpsPerSMax  *float64  `json:"ops_per_s_max,omitempty"`
+	OpsPerSRuns []float64 `json:"ops_per_s_runs,omitempty"`
+	// ClientCPUusPerOpMin and ClientCPUusPerOpMax are the spread of the
+	// runs' client CPU per operation (aggregates only).
+	ClientCPUusPerOpMin *float64 `json:"client_cpu_us_per_op_min,omitempty"`
+	ClientCPUusPerOpMax *float64 `json:"client_cpu_us_per_op_max,omitempty"`
 }
 
 func ptr(v float64) *float64 { return &v }
@@ -84,9 +112,10 @@ func perOp(v float64, ops int64) *float64 {
 	return ptr(v / float64(ops))
 }
 
-func newResult(pt Point, path string, m measurement, env *runEnv) Result {
+// newResult is run round of repeats of point pt over path.
+func newResult(pt Point, path string, m measurement, env *runEnv, round, repeats int) Result {
 	r := Result{
-		Time: time.Now().UTC().Format(time.RFC3339), Op: pt.Op, Path: path, Payload: pt.Payload,
+		Time: time.Now().UTC().Format(time.RFC3339), Repeat: round, Repeats: repeats, Op: pt.Op, Path: path, Payload: pt.Payload,
 		PayloadBytes: payloads[pt.Payload].size, Writers: pt.Writers, PaceMS: pt.PaceMS,
 		MessagesPerWriter: pt.Messages, TargetOps: int64(pt.Writers * pt.Messages),
 		Ops: m.ops, Errors: m.errs, ElapsedS: m.elapsed.Seconds(), Bounded: m.bounded,
@@ -245,8 +274,12 @@ var tableCols = func() []tableCol {
 }()
 
 // tableHeader prints the table's two header lines: the column groups and
-// the paths.
-func tableHeader(w io.Writer) {
+// the paths; with repeats > 1, a line before them says the cells are
+// medians.
+func tableHeader(w io.Writer, repeats int) {
+	if t := repeatText(repeats); t != "" {
+		fmt.Fprintln(w, t+":")
+	}
 	var top, sub strings.Builder
 	fmt.Fprintf(&top, "%-4s %-13s %7s %5s", "op", "payload", "writers", "pace")
 	fmt.Fprintf(&sub, "%-4s %-13s %7s %5s", "", "", "", "ms")
@@ -301,6 +334,7 @@ func tableRow(w io.Writer, pt Point, got map[string]Result) {
 			notes = append(notes, fmt.Sprintf("%s %d lanes", r.Path, r.Lanes))
 		}
 	}
+	notes = append(notes, roundRatioNotes(got)...)
 	fmt.Fprintf(&b, " | %s", strings.Join(notes, "; "))
 	fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 }

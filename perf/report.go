@@ -39,6 +39,9 @@ func writeReport(cfg Config, results []Result, cs []Ceiling, mem *afterLoad, too
 			"dropin: `batchclient.NewXClient` (the same arguments as rpcx's); both XClients Failtry, RandomSelect, over peer-to-peer discovery\n",
 			results[0].GOMAXPROCS, batchLanes(results))
 	}
+	if t := repeatText(cfg.Repeat); t != "" {
+		fmt.Fprintf(&b, "- repeats: every table gives %s; the JSON lines hold every run (`repeat` 0 to %d) and each path's aggregate (`\"aggregate\": true`)\n", t, cfg.Repeat-1)
+	}
 	if cfg.Netns {
 		fmt.Fprintf(&b, "- link: veth pair into a network namespace, netem rate %q delay %q\n", cfg.NetemRate, cfg.NetemDelay)
 	} else {
@@ -99,7 +102,11 @@ func writeReport(cfg Config, results []Result, cs []Ceiling, mem *afterLoad, too
 		b.WriteString("\n")
 	}
 
-	b.WriteString("## Resources\n\nPer point and path: CPU µs per operation of the client and server processes, their peak RSS, " +
+	each := "Per point and path"
+	if cfg.Repeat > 1 {
+		each += fmt.Sprintf(" (of its %d runs, the one of median throughput, with each CPU per operation the median of its own)", cfg.Repeat)
+	}
+	b.WriteString("## Resources\n\n" + each + ": CPU µs per operation of the client and server processes, their peak RSS, " +
 		"write syscalls and bytes written per operation on each side, peak goroutines, and the average entries per batch frame " +
 		"the server received (avg reply batch: replies per reply frame).\n\n")
 	b.WriteString("| op | payload | pace | writers | path | cpu µs/op client | cpu µs/op server | RSS MB client | RSS MB server | writes/op client | writes/op server | bytes/op client | bytes/op server | goroutines client | goroutines server | avg batch | avg reply batch |\n")
@@ -261,6 +268,7 @@ func notes(got map[string]Result) string {
 			n = append(n, fmt.Sprintf("%s %d errors", r.Path, r.Errors))
 		}
 	}
+	n = append(n, roundRatioNotes(got)...)
 	return strings.Join(n, "; ")
 }
 

@@ -85,31 +85,42 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 				path, env.info.Pid, env.srv.addr, env.info.GOMAXPROCS, env.info.PoolSize)
 		}
 	}
-	fmt.Fprintf(stderr, "%d points × %d paths, each bounded by %v\n", len(points), len(paths), cfg.PointTimeout)
-	tableHeader(stdout)
+	fmt.Fprintf(stderr, "%d points × %d paths × %d runs, each bounded by %v\n", len(points), len(paths), cfg.Repeat, cfg.PointTimeout)
+	tableHeader(stdout, cfg.Repeat)
 	var results []Result
 	started := time.Now()
 	for i, pt := range points {
-		// Alternate the paths' order, so that none always meets a machine
-		// warmed (or tired) by the others.
-		order := slices.Clone(paths)
-		if i%2 == 1 {
-			slices.Reverse(order)
+		runs := map[string][]Result{}
+		for round := range cfg.Repeat {
+			// Alternate the paths' order, so that none always meets a
+			// machine warmed (or tired) by the others.
+			for _, path := range roundOrder(paths, i, round) {
+				if !offers(path, pt.Op) {
+					continue
+				}
+				fmt.Fprintf(progress, "point %d/%d%s: %s %s %s w=%d pace=%dms × %d messages\n",
+					i+1, len(points), roundText(round, cfg.Repeat), pt.Op, path, pt.Payload, pt.Writers, pt.PaceMS, pt.Messages)
+				m, err := runPath(ctx, envs[path], pt, path)
+				if err != nil {
+					return fmt.Errorf("%s %s %s w=%d: %w", pt.Op, path, pt.Payload, pt.Writers, err)
+				}
+				r := newResult(pt, path, m, envs[path], round, cfg.Repeat)
+				if err := sink.write(r); err != nil {
+					return err
+				}
+				runs[path] = append(runs[path], r)
+			}
 		}
 		got := map[string]Result{}
-		for _, path := range order {
-			if !offers(path, pt.Op) {
+		for _, path := range paths {
+			if len(runs[path]) == 0 {
 				continue
 			}
-			fmt.Fprintf(progress, "point %d/%d: %s %s %s w=%d pace=%dms × %d messages\n",
-				i+1, len(points), pt.Op, path, pt.Payload, pt.Writers, pt.PaceMS, pt.Messages)
-			m, err := runPath(ctx, envs[path], pt, path)
-			if err != nil {
-				return fmt.Errorf("%s %s %s w=%d: %w", pt.Op, path, pt.Payload, pt.Writers, err)
-			}
-			r := newResult(pt, path, m, envs[path])
-			if err := sink.write(r); err != nil {
-				return err
+			r := aggregate(runs[path])
+			if r.Aggregate {
+				if err := sink.write(r); err != nil {
+					return err
+				}
 			}
 			got[path] = r
 			results = append(results, r)
@@ -143,6 +154,14 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "report:", cfg.Report+"/report.md")
 	}
 	return nil
+}
+
+// roundText is " round r/n" in progress lines, "" for single runs.
+func roundText(round, repeats int) string {
+	if repeats <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(" round %d/%d", round+1, repeats)
 }
 
 // ceilings measures the codec ceiling of every payload the sweeps use.
