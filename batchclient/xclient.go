@@ -453,7 +453,7 @@ type batchDiscovery struct {
 	// state and group as rpcx filters its server list (the native path
 	// chooses among them without rpcx's lock, see selectKey).
 	group     string
-	choosable atomic.Pointer[[]string]
+	choosable atomic.Pointer[[]choice]
 
 	// mu guards watchers, the channels forward sends to, and the
 	// forwarding goroutine's innerCh, stop and done, which
@@ -490,11 +490,20 @@ func (d *batchDiscovery) rewrite(pairs []*client.KVPair) []*client.KVPair {
 	return out
 }
 
+// choice is a server the native path's random choice may pick
+// (selectRandom): its key and, once a call through it found one, the
+// RPCClient over lanes that the builder caches for it, so that the calls
+// after it look nothing up while that client stays open (chosenClient).
+type choice struct {
+	key string
+	rc  atomic.Pointer[rpcClient]
+}
+
 // choosableKeys is the keys of pairs rpcx's XClient keeps in its server
-// list: each once, less those filterByStateAndGroup drops (state=inactive,
-// or not in group when group is set).
-func choosableKeys(pairs []*client.KVPair, group string) *[]string {
-	keys := make([]string, 0, len(pairs))
+// list, as choices: each once, less those filterByStateAndGroup drops
+// (state=inactive, or not in group when group is set).
+func choosableKeys(pairs []*client.KVPair, group string) *[]choice {
+	var keys []string
 	seen := make(map[string]bool, len(pairs))
 	for _, p := range pairs {
 		if seen[p.Key] {
@@ -508,7 +517,11 @@ func choosableKeys(pairs []*client.KVPair, group string) *[]string {
 		}
 		keys = append(keys, p.Key)
 	}
-	return &keys
+	choices := make([]choice, len(keys))
+	for i, k := range keys {
+		choices[i].key = k
+	}
+	return &choices
 }
 
 func advertisedPlain(meta string) bool {

@@ -104,12 +104,12 @@ func (x *xClient) firstAttempt(ctx context.Context, serviceMethod string, args a
 	if x.failMode == client.Failbackup || !x.nativeNow() {
 		return ctx, "", nil, false, nil
 	}
-	k = x.selectKey(ctx, serviceMethod, args)
+	k, ch := x.selectKey(ctx, serviceMethod, args)
 	if !x.onLanes(k) {
 		return ctx, "", nil, false, nil
 	}
 	ctx, st = x.callMetadata(ctx)
-	c, err = x.cachedClient(k)
+	c, err = x.chosenClient(k, ch)
 	if err == nil && x.failMode != client.Failfast && x.option.Retries < 0 {
 		c = nil
 	}
@@ -224,12 +224,12 @@ func (x *xClient) Go(ctx context.Context, serviceMethod string, args, reply any,
 	if !x.nativeNow() {
 		return x.XClient.Go(ctx, serviceMethod, args, reply, done)
 	}
-	k := x.selectKey(ctx, serviceMethod, args)
+	k, ch := x.selectKey(ctx, serviceMethod, args)
 	if !x.onLanes(k) {
 		return x.XClient.Go(ctx, serviceMethod, args, reply, done)
 	}
 	ctx, st := x.callMetadata(ctx)
-	c, err := x.cachedClient(k)
+	c, err := x.chosenClient(k, ch)
 	if err != nil {
 		return nil, err
 	}
@@ -257,12 +257,12 @@ func (x *xClient) Oneshot(ctx context.Context, serviceMethod string, args any) e
 	if !x.nativeNow() {
 		return x.XClient.Oneshot(ctx, serviceMethod, args)
 	}
-	k := x.selectKey(ctx, serviceMethod, args)
+	k, ch := x.selectKey(ctx, serviceMethod, args)
 	if !x.onLanes(k) {
 		return x.XClient.Oneshot(ctx, serviceMethod, args)
 	}
 	ctx, st := x.callMetadata(ctx)
-	c, err := x.cachedClient(k)
+	c, err := x.chosenClient(k, ch)
 	if err != nil {
 		return err
 	}
@@ -327,8 +327,9 @@ func (x *xClient) onLanes(k string) bool {
 
 // selectKey asks rpcx's selector for a server, under rpcx's lock, again
 // while it chooses one that is shutting down (skipDraining); "" when there
-// is none, or no selector.
-func (x *xClient) selectKey(ctx context.Context, serviceMethod string, args any) string {
+// is none, or no selector. For rpcx's random selector it chooses itself,
+// and returns the server's choice too (selectRandom).
+func (x *xClient) selectKey(ctx context.Context, serviceMethod string, args any) (string, *choice) {
 	if x.randomSelect {
 		return x.selectRandom()
 	}
@@ -338,14 +339,14 @@ func (x *xClient) selectKey(ctx context.Context, serviceMethod string, args any)
 	defer x.layout.Mu.Unlock()
 	sel := x.layout.Selector()
 	if sel == nil {
-		return ""
+		return "", nil
 	}
 	k := sel.Select(ctx, x.servicePath, serviceMethod, args)
 	skip := skipDraining{x.bc}
 	for i := 0; i < maxRedraws && skip.draining(k); i++ {
 		k = sel.Select(ctx, x.servicePath, serviceMethod, args)
 	}
-	return k
+	return k, nil
 }
 
 // selectRandom is rpcx's random selector without its lock: a server
@@ -354,28 +355,55 @@ func (x *xClient) selectKey(ctx context.Context, serviceMethod string, args any)
 // down. Shared by every caller, rpcx's lock was a quarter of what the
 // drop-in's own path cost a call at 100 callers; the list may be newer
 // than rpcx's by the moment rpcx's watch takes to apply a change.
-func (x *xClient) selectRandom() string {
-	keys := x.disc.choosable.Load()
-	if keys == nil || len(*keys) == 0 {
-		return ""
+func (x *xClient) selectRandom() (string, *choice) {
+	cs := x.disc.choosable.Load()
+	if cs == nil || len(*cs) == 0 {
+		return "", nil
 	}
-	ks := *keys
-	k := ks[rand.IntN(len(ks))]
+	ch := pickChoice(*cs)
 	skip := skipDraining{x.bc}
-	for i := 0; i < maxRedraws && skip.draining(k); i++ {
-		k = ks[rand.IntN(len(ks))]
+	for i := 0; i < maxRedraws && skip.draining(ch.key); i++ {
+		ch = pickChoice(*cs)
 	}
-	return k
+	return ch.key, ch
+}
+
+// pickChoice is a uniform choice from cs (not empty): the one server
+// without a draw.
+func pickChoice(cs []choice) *choice {
+	if len(cs) == 1 {
+		return &cs[0]
+	}
+	return &cs[rand.IntN(len(cs))]
 }
 
 // selectClient is rpcx's selectClient (Sticky unset).
 func (x *xClient) selectClient(ctx context.Context, serviceMethod string, args any) (string, client.RPCClient, error) {
-	k := x.selectKey(ctx, serviceMethod, args)
+	k, ch := x.selectKey(ctx, serviceMethod, args)
 	if k == "" {
 		return "", nil, client.ErrXClientNoServer
 	}
-	c, err := x.cachedClient(k)
+	c, err := x.chosenClient(k, ch)
 	return k, c, err
+}
+
+// chosenClient is cachedClient for a key selectKey chose, through its
+// choice when it has one: the client the last call through the choice
+// found, while it is open (the builder caches no other for the key then:
+// it replaces only a closing one), else cachedClient's, kept in the
+// choice.
+func (x *xClient) chosenClient(k string, ch *choice) (client.RPCClient, error) {
+	if ch == nil {
+		return x.cachedClient(k)
+	}
+	if rc := ch.rc.Load(); rc != nil && !rc.IsClosing() && !x.closed.Load() {
+		return rc, nil
+	}
+	c, err := x.cachedClient(k)
+	if rc, ok := c.(*rpcClient); ok && err == nil {
+		ch.rc.Store(rc)
+	}
+	return c, err
 }
 
 // cachedClient is rpcx's getCachedClient for the key of a server served
