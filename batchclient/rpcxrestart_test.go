@@ -21,6 +21,16 @@ import (
 // connect attempt too (or waits for the one under way), never the failure
 // of an attempt made in the gap between the two listeners.
 func TestQuickRestartFailtryRetriesAsOnPlain(t *testing.T) {
+	for _, sm := range []client.SelectMode{client.RoundRobin, client.RandomSelect} {
+		t.Run(sm.String(), func(t *testing.T) { quickRestartFailtry(t, sm) })
+	}
+}
+
+// quickRestartFailtry is TestQuickRestartFailtryRetriesAsOnPlain under
+// select mode sm: RandomSelect is the drop-in's own choice, which keeps
+// the connection the last call found (choice.rc) and must let go of it
+// once it is closed.
+func quickRestartFailtry(t *testing.T, sm client.SelectMode) {
 	const restarts = 4
 	failures := func(mk func(client.ServiceDiscovery) client.XClient) []string {
 		addr := freeAddr(t)
@@ -49,10 +59,10 @@ func TestQuickRestartFailtryRetriesAsOnPlain(t *testing.T) {
 		return failed
 	}
 	plain := failures(func(d client.ServiceDiscovery) client.XClient {
-		return client.NewXClient("Arith", client.Failtry, client.RoundRobin, d, client.DefaultOption)
+		return client.NewXClient("Arith", client.Failtry, sm, d, client.DefaultOption)
 	})
 	batch := failures(func(d client.ServiceDiscovery) client.XClient {
-		return batchclient.NewXClient("Arith", client.Failtry, client.RoundRobin, d, client.DefaultOption)
+		return batchclient.NewXClient("Arith", client.Failtry, sm, d, client.DefaultOption)
 	})
 	require.Empty(t, plain, "plain rpcx")
 	assert.Empty(t, batch, "drop-in: %s", fmt.Sprint(batch))
