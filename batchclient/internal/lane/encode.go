@@ -19,8 +19,9 @@ import (
 // once: converting the string-typed key on every call allocates.
 var ReqMetaKey any = share.ReqMetaDataKey
 
-// newEntry builds an entry and encodes args into it.
-func (l *Lane) newEntry(ctx context.Context, kind codec.Kind, path, method string, args any, est int) (*entry, error) {
+// newEntry builds an entry and encodes args into it. st is the caller's
+// Pending.ServerTimeout (see entryMetadata).
+func (l *Lane) newEntry(ctx context.Context, kind codec.Kind, path, method string, args any, est int, st bool) (*entry, error) {
 	e := getEntry()
 	var err error
 	if est > maxKeptPayload {
@@ -52,12 +53,22 @@ func (l *Lane) newEntry(ctx context.Context, kind codec.Kind, path, method strin
 	e.Kind, e.ServicePath, e.ServiceMethod = kind, path, method
 	e.SerializeType = uint8(l.cfg.SerializeType)
 	e.Payload = e.buf
-	if m, ok := ctx.Value(ReqMetaKey).(map[string]string); ok && len(m) > 0 {
+	e.entryMetadata(ctx, st)
+	return e, nil
+}
+
+// entryMetadata sets e's metadata, deadline and size from ctx: the
+// request metadata ctx carries, copied; or, with st (Pending.ServerTimeout:
+// the drop-in found no map in ctx, so none is looked for again), rpcx's
+// "__ServerTimeout" when ctx has a deadline.
+func (e *entry) entryMetadata(ctx context.Context, st bool) {
+	e.deadline, _ = ctx.Deadline()
+	if st {
+		e.ServerTimeout = !e.deadline.IsZero()
+	} else if m, ok := ctx.Value(ReqMetaKey).(map[string]string); ok && len(m) > 0 {
 		e.Metadata = CopyMetadata(ctx, m)
 	}
-	e.deadline, _ = ctx.Deadline()
 	e.size = codec.EntrySize(&e.Entry)
-	return e, nil
 }
 
 // encodeArgs encodes args with the codec cd after dst: on the caller's
@@ -89,17 +100,13 @@ func encodeArgs(fc *fastcodec.Codec, dst []byte, cd fastcodec.Resolved, args any
 // question too (encodeDeferred: ErrUnsupportedCodec): asked here, it was
 // the deepest point of the caller's stack on every call, cold by then
 // with 10,000 callers (the map lookup was 4 % of the client's CPU).
-func (l *Lane) newDeferredEntry(ctx context.Context, path, method string, args any) (*entry, error) {
+func (l *Lane) newDeferredEntry(ctx context.Context, path, method string, args any, st bool) (*entry, error) {
 	e := getCallEntry()
 	e.deferred, e.args = true, args
 	e.Kind, e.ServicePath, e.ServiceMethod = codec.KindCall, path, method
 	e.SerializeType = uint8(l.cfg.SerializeType)
 	e.buf, e.Payload = e.buf[:0], nil
-	if m, ok := ctx.Value(ReqMetaKey).(map[string]string); ok && len(m) > 0 {
-		e.Metadata = CopyMetadata(ctx, m)
-	}
-	e.deadline, _ = ctx.Deadline()
-	e.size = codec.EntrySize(&e.Entry)
+	e.entryMetadata(ctx, st)
 	return e, nil
 }
 

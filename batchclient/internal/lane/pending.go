@@ -244,8 +244,10 @@ type Pending struct {
 	KeyHash uint64
 	// ServerTimeout makes an entry with a deadline carry rpcx's
 	// "__ServerTimeout" metadata, as rpcx's XClient adds it to a call
-	// whose context has a deadline (codec.Entry.ServerTimeout). The
-	// request metadata in the context must not hold it.
+	// whose context has a deadline (codec.Entry.ServerTimeout). Set it
+	// only when the context carries no request metadata map: the entry
+	// then looks for none (entryMetadata), and the map, were there one,
+	// would go unsent.
 	ServerTimeout bool
 }
 

@@ -40,19 +40,15 @@ func (l *Lane) Submit(ctx context.Context, kind codec.Kind, pc *Pending, deferAr
 		}
 		var e *entry
 		if deferArgs {
-			e, err = l.newDeferredEntry(ctx, call.ServicePath, call.ServiceMethod, call.Args)
+			e, err = l.newDeferredEntry(ctx, call.ServicePath, call.ServiceMethod, call.Args, pc.ServerTimeout)
 		} else {
 			// Sized as known (this entry before, or the last one queued),
 			// not as the first guess (the whole queue).
-			e, err = l.newEntry(ctx, kind, call.ServicePath, call.ServiceMethod, call.Args, min(est, max(size, int(l.lastSize.Load()))))
+			e, err = l.newEntry(ctx, kind, call.ServicePath, call.ServiceMethod, call.Args, min(est, max(size, int(l.lastSize.Load()))), pc.ServerTimeout)
 		}
 		if err != nil {
 			l.unreserve(est)
 			return 0, Deferred{}, l.unregistered(kind, id, err)
-		}
-		if pc.ServerTimeout && !e.deadline.IsZero() {
-			e.ServerTimeout = true
-			e.size = codec.EntrySize(&e.Entry)
 		}
 		if kind == codec.KindCall {
 			if id == 0 {
