@@ -36,8 +36,7 @@ type measurement struct {
 	clientRSS, clientG   int64
 	server               ServerStats
 	// lanes is the batch client's lanes to the server at the end of the
-	// point (0 on the other paths: the drop-in XClient keeps its Client
-	// to itself).
+	// point, the drop-in's Client's on the dropin path (0 on rpcx's).
 	lanes int
 }
 
@@ -69,8 +68,11 @@ func runPath(ctx context.Context, env *runEnv, pt Point, path string) (measureme
 	}
 	defer t.close()
 	m, err := runOn(ctx, env, t, pt, path)
-	if bt, ok := t.(*batchTarget); ok {
-		m.lanes = bt.c.Info(bt.addr).Lanes
+	switch t := t.(type) {
+	case *batchTarget:
+		m.lanes = t.c.Info(t.addr).Lanes
+	case *xTarget:
+		m.lanes = t.lanes()
 	}
 	return m, err
 }

@@ -179,6 +179,8 @@ func TestTinyRepeatSweep(t *testing.T) {
 		assert.NotContains(t, obj, "ops_per_s_min")
 		order = append(order, r.Path)
 		assert.Equal(t, len(runs[r.Path]), r.Repeat, "%s: rounds 0, 1, 2 in order", r.Path)
+		// Both batch paths report the lanes their Client had open.
+		assert.Positive(t, r.Lanes, "%s round %d: lanes", r.Path, r.Repeat)
 		runs[r.Path] = append(runs[r.Path], r)
 	}
 	assert.Equal(t, []string{"batch", "dropin", "dropin", "batch", "batch", "dropin"}, order, "the rounds alternate the order")

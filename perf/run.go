@@ -201,8 +201,7 @@ func printFractions(w io.Writer, results []Result, cs []Ceiling) {
 	}
 }
 
-// lanesText is the lanes an rpcxbatch point ended with, when known (the
-// drop-in XClient does not show its Client's).
+// lanesText is the lanes an rpcxbatch point ended with, when known.
 func lanesText(r Result) string {
 	if r.Lanes <= 0 {
 		return ""

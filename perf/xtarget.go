@@ -18,7 +18,16 @@ var errNoSend = errors.New("an XClient has no send: run send points on the plain
 // users reach a service: rpcx's own (plainx) or the drop-in (dropin). It
 // serves one service path, the one its points' op goes to, and connects
 // on its first operation (the warm-up's), as an XClient does.
-type xTarget struct{ xc client.XClient }
+//
+// The drop-in's Client (bc) is made as batchclient.NewXClient makes its
+// own, from FromRPCX(option) and the options, and handed to
+// NewXClientWith: the same XClient, whose lanes the point can then
+// report.
+type xTarget struct {
+	xc   client.XClient
+	bc   *batchclient.Client // dropin only
+	addr string
+}
 
 func dialXClient(path, service, addr string, cfg Config) (*xTarget, error) {
 	d, err := client.NewPeer2PeerDiscovery("tcp@"+addr, "")
@@ -26,9 +35,22 @@ func dialXClient(path, service, addr string, cfg Config) (*xTarget, error) {
 		return nil, fmt.Errorf("%s: peer-to-peer discovery of %s: %w", path, addr, err)
 	}
 	if path == pathDropin {
-		return &xTarget{batchclient.NewXClient(service, client.Failtry, client.RandomSelect, d, rpcxOption(), clientOptions(cfg)...)}, nil
+		bc, err := batchclient.New(append([]batchclient.Option{batchclient.FromRPCX(rpcxOption())}, clientOptions(cfg)...)...)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		xc := batchclient.NewXClientWith(bc, service, client.Failtry, client.RandomSelect, d, rpcxOption())
+		return &xTarget{xc: xc, bc: bc, addr: addr}, nil
 	}
-	return &xTarget{client.NewXClient(service, client.Failtry, client.RandomSelect, d, rpcxOption())}, nil
+	return &xTarget{xc: client.NewXClient(service, client.Failtry, client.RandomSelect, d, rpcxOption())}, nil
+}
+
+// lanes is the drop-in's lanes to the server (0 for rpcx's XClient).
+func (t *xTarget) lanes() int {
+	if t.bc == nil {
+		return 0
+	}
+	return t.bc.Info(t.addr).Lanes
 }
 
 func (t *xTarget) op(ctx context.Context, op string, p *profile, args any, _ int) (context.Context, opFunc) {
@@ -51,4 +73,9 @@ func (t *xTarget) op(ctx context.Context, op string, p *profile, args any, _ int
 	return ctx, func(context.Context) error { return errNoSend }
 }
 
-func (t *xTarget) close() { t.xc.Close() }
+func (t *xTarget) close() {
+	t.xc.Close()
+	if t.bc != nil {
+		t.bc.Close()
+	}
+}
