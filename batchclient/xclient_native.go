@@ -164,15 +164,20 @@ func (x *xClient) retry(ctx context.Context, st bool, k string, c client.RPCClie
 		return err
 	}
 	if c != nil {
-		err = x.attempt(ctx, st, c, serviceMethod, args, reply)
-		if err == nil {
-			return nil
-		}
-		if contextCanceled(err) || isServiceError(err) {
+		var done bool
+		if done, err = x.tryOnce(ctx, st, c, serviceMethod, args, reply); done {
 			return err
 		}
 	}
 	return x.retryAfter(ctx, st, k, c, err, serviceMethod, args, reply)
+}
+
+// tryOnce is one attempt of rpcx's loop on c; done says the loop ends
+// with err: a success, or the context's or the service's error, which
+// rpcx does not retry.
+func (x *xClient) tryOnce(ctx context.Context, st bool, c client.RPCClient, serviceMethod string, args, reply any) (done bool, err error) {
+	err = x.attempt(ctx, st, c, serviceMethod, args, reply)
+	return err == nil || contextCanceled(err) || isServiceError(err), err
 }
 
 // retryAfter is rpcx's loop after an attempt on c (or none, c nil) failed
@@ -196,11 +201,8 @@ func (x *xClient) retryAfter(ctx context.Context, st bool, k string, c client.RP
 			break
 		}
 		if c != nil {
-			err = x.attempt(ctx, st, c, serviceMethod, args, reply)
-			if err == nil {
-				return nil
-			}
-			if contextCanceled(err) || isServiceError(err) {
+			var done bool
+			if done, err = x.tryOnce(ctx, st, c, serviceMethod, args, reply); done {
 				return err
 			}
 		}
