@@ -10,10 +10,31 @@ import (
 	"time"
 
 	metrics "github.com/rcrowley/go-metrics"
+	"github.com/smallnest/rpcx/server"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
+	"github.com/rpcxbatch/rpcxbatch/batchserver"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
+
+// serveKeyedOrder serves the keyed-send order tests' server on loopback:
+// a batch plugin announcing pool lanes with a window of window entries,
+// Run.Run for the casts, and the "seq" send handler slowSeqs, each send
+// taking delay. It returns the address and the handler's record.
+func serveKeyedOrder(t *testing.T, pool, window int, delay time.Duration) (string, *slowSeqs) {
+	t.Helper()
+	s := server.NewServer()
+	p, err := batchserver.New(s, batchserver.WithPoolSize(pool), batchserver.WithWindow(window))
+	require.NoError(t, err)
+	require.NoError(t, s.RegisterName("Run", &runLog{runs: make([]atomic.Int32, 1)}, ""))
+	seqs := &slowSeqs{delay: delay, last: map[uint32]uint32{}, running: map[uint32]int{}}
+	require.NoError(t, p.HandleSend("seq", seqs.handle))
+	addr, stop, err := testsvc.Serve(s)
+	require.NoError(t, err)
+	t.Cleanup(testsvc.StopWhenIdle(s, stop))
+	return addr, seqs
+}
 
 // keyedLoad is the load of the keyed-send order tests: keys senders, each
 // under a key of its own, send perKey sends (its key and a sequence

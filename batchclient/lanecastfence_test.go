@@ -5,17 +5,12 @@ import (
 	"context"
 	"encoding/binary"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	metrics "github.com/rcrowley/go-metrics"
-	"github.com/smallnest/rpcx/server"
-	"github.com/stretchr/testify/require"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
-	"github.com/rpcxbatch/rpcxbatch/batchserver"
-	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
 
 // slowSeqs checks, per key, that sends arrive in order and that two of a
@@ -60,16 +55,7 @@ func TestKeyedSendsKeepOrderBesideCasts(t *testing.T) {
 		perKey  = 200
 		cycles  = 4
 	)
-	s := server.NewServer()
-	p, err := batchserver.New(s, batchserver.WithPoolSize(4), batchserver.WithWindow(100))
-	require.NoError(t, err)
-	log := &runLog{runs: make([]atomic.Int32, 1)}
-	require.NoError(t, s.RegisterName("Run", log, ""))
-	seqs := &slowSeqs{last: map[uint32]uint32{}, running: map[uint32]int{}}
-	require.NoError(t, p.HandleSend("seq", seqs.handle))
-	addr, stop, err := testsvc.Serve(s)
-	require.NoError(t, err)
-	t.Cleanup(testsvc.StopWhenIdle(s, stop))
+	addr, seqs := serveKeyedOrder(t, 4, 100, 0)
 
 	reg := metrics.NewRegistry()
 	c := newClient(t, batchclient.WithLaneRange(1, 4), batchclient.WithLaneIdle(20*time.Millisecond),

@@ -2,17 +2,13 @@ package batchclient_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	metrics "github.com/rcrowley/go-metrics"
-	"github.com/smallnest/rpcx/server"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
-	"github.com/rpcxbatch/rpcxbatch/batchserver"
-	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
 
 // A lane's fence call is queued however full its queue is: when the pool
@@ -29,16 +25,7 @@ func TestKeyedSendsKeepOrderWhenTheFenceFindsTheQueueFull(t *testing.T) {
 		casters = 16
 		cycles  = 8
 	)
-	s := server.NewServer()
-	p, err := batchserver.New(s, batchserver.WithPoolSize(2), batchserver.WithWindow(16))
-	require.NoError(t, err)
-	log := &runLog{runs: make([]atomic.Int32, 1)}
-	require.NoError(t, s.RegisterName("Run", log, ""))
-	seqs := &slowSeqs{delay: 3 * time.Millisecond, last: map[uint32]uint32{}, running: map[uint32]int{}}
-	require.NoError(t, p.HandleSend("seq", seqs.handle))
-	addr, stop, err := testsvc.Serve(s)
-	require.NoError(t, err)
-	t.Cleanup(testsvc.StopWhenIdle(s, stop))
+	addr, seqs := serveKeyedOrder(t, 2, 16, 3*time.Millisecond)
 
 	reg := metrics.NewRegistry()
 	// A queue a little deeper than the window: the casters keep it full
