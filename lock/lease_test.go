@@ -15,6 +15,24 @@ func cut(n *Node) (heal func()) {
 	return func() { m.muted.Store(false) }
 }
 
+// cutUntilLost cuts every node of nodes off the others until the test
+// ends, and waits for h to be told it is lost, within 3 × nt (NodeTimeout):
+// it returns when the cut was made and when h was told.
+func cutUntilLost(t *testing.T, h *Holder, nt time.Duration, nodes ...*Node) (cutAt, lostAt time.Time) {
+	t.Helper()
+	for _, n := range nodes {
+		t.Cleanup(cut(n))
+	}
+	cutAt = time.Now()
+	select {
+	case <-h.Lost():
+		return cutAt, time.Now()
+	case <-time.After(3 * nt):
+		t.Fatal("holder not told within 3 × NodeTimeout of the cut")
+		return
+	}
+}
+
 // A partition between the holder's node a and node b, where the holder
 // holds a lock: the holder is told (Lost, Context, ErrLockLost) before b
 // drops the lock and grants it to b's waiter, by about LeaseMargin; its
@@ -43,17 +61,7 @@ func TestLeaseRunsOutBeforeOtherNodeDropsLocks(t *testing.T) {
 	wch := lockAsync(ctx, waiter, Exclusive, "k")
 	eventually(t, "waiter queued on b", queuedAtLeast(b, "k", 1))
 
-	healA, healB := cut(a), cut(b)
-	defer healA()
-	defer healB()
-	cutAt := time.Now()
-	var lostAt time.Time
-	select {
-	case <-h.Lost():
-		lostAt = time.Now()
-	case <-time.After(3 * nt):
-		t.Fatal("holder not told within 3 × NodeTimeout of the cut")
-	}
+	cutAt, lostAt := cutUntilLost(t, h, nt, a, b)
 	if err := recv(t, wch, "b's waiter"); err != nil {
 		t.Fatal(err)
 	}
@@ -156,15 +164,7 @@ func TestLostHolderLocalWaitEnds(t *testing.T) {
 	wch := lockAsync(wctx, h, Exclusive, "busy")
 	eventually(t, "h queued on a", queuedAtLeast(a, "busy", 1))
 
-	healA, healB := cut(a), cut(b)
-	defer healA()
-	defer healB()
-	select {
-	case <-h.Lost():
-	case <-time.After(3 * nt):
-		t.Fatal("holder not told within 3 × NodeTimeout of the cut")
-	}
-	lostAt := time.Now()
+	_, lostAt := cutUntilLost(t, h, nt, a, b)
 	err := recv(t, wch, "the lost holder's waiting Lock")
 	if !errors.Is(err, ErrLockLost) {
 		t.Fatalf("waiting Lock of a holder lost %v ago: %v, want ErrLockLost", time.Since(lostAt), err)
