@@ -70,6 +70,11 @@ type Config struct {
 	// points left in a shared process (the Go runtime keeps, for one, the
 	// records of every goroutine it ever ran).
 	SharedServer bool
+	// SharedClient drives every path from the harness's own process, as
+	// it did before 2026-12-02; by default each path's points run in a
+	// client process of the path's own (clientproc.go), so that no path
+	// runs on a heap and collector pacing another path's load left.
+	SharedClient bool
 	// Netns, when set, runs the server in its own network namespace joined
 	// by a veth pair (root only); NetemRate and NetemDelay shape that link.
 	Netns                 bool
@@ -165,6 +170,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&c.ClientLanes, "client-lanes", 0, "batch path's clients: a fixed number of lanes per server (batchclient.WithLanes; 0 = lanes follow the load, the default)")
 	fs.BoolVar(&c.Progress, "progress", true, "print progress to stderr once a second while a point runs")
 	fs.BoolVar(&c.SharedServer, "shared-server", false, "serve both paths from one server process (default: a server process per path, so that each path's server memory is its own)")
+	fs.BoolVar(&c.SharedClient, "shared-client", false, "drive every path from this process (default: a client process per path, so that no path runs in a process another path's load has shaped)")
 	fs.BoolVar(&c.Netns, "netns", false, "root only: server in its own network namespace over a veth pair")
 	fs.StringVar(&c.NetemRate, "netem-rate", "", "with -netns: tc netem rate on the veth pair, e.g. 1gbit")
 	fs.StringVar(&c.NetemDelay, "netem-delay", "", "with -netns: tc netem delay each way, e.g. 100us")
@@ -173,6 +179,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 			"Runs each point (op × payload × pace × writers) over each path (plain\n"+
 			"rpcx's Client and XClient, rpcxbatch's Client and drop-in XClient)\n"+
 			"against a server process per path (one with -shared-server),\n"+
+			"from a client process per path (this one with -shared-client),\n"+
 			"prints a table, writes JSON lines\n"+
 			"and a report folder with figures.\n\nFlags:\n")
 		fs.PrintDefaults()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,8 @@ type measurement struct {
 	// lanes is the batch client's lanes to the server at the end of the
 	// point, the drop-in's Client's on the dropin path (0 on rpcx's).
 	lanes int
+	// clientPid is the process the writers ran in.
+	clientPid int
 }
 
 // doneCounter counts operations done by many writers, in padded shards so
@@ -80,7 +83,7 @@ func runPath(ctx context.Context, env *runEnv, pt Point, path string) (measureme
 // runOn measures one point on client t, which stays open. Nothing of the
 // run (writers, histograms) outlives it but the measurement.
 func runOn(ctx context.Context, env *runEnv, t target, pt Point, path string) (measurement, error) {
-	var m measurement
+	m := measurement{clientPid: os.Getpid()}
 	prof := payloads[pt.Payload]
 	args := prof.args()
 

@@ -96,7 +96,8 @@ func TestTinySweep(t *testing.T) {
 
 // TestTinyPacedPoint: a paced point says where its wall time went: the
 // writer that finished last's first pause, call latencies and pause
-// lateness, with its pauses, add up to the point's elapsed time.
+// lateness, with its pauses, add up to the point's elapsed time. It runs
+// with -shared-client: every path in the harness's own process.
 func TestTinyPacedPoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a server process")
@@ -104,7 +105,7 @@ func TestTinyPacedPoint(t *testing.T) {
 	dir := t.TempDir()
 	const writers, messages, paceMS = 3, 6, 20
 	cfg, err := parseConfig([]string{"-ops", "call", "-writers", "3", "-messages", "6", "-pace", "20", "-warmup", "10",
-		"-point-timeout", "10s", "-codec-duration", "10ms", "-progress=false",
+		"-point-timeout", "10s", "-codec-duration", "10ms", "-progress=false", "-shared-client",
 		"-out", filepath.Join(dir, "r.jsonl"), "-report", ""}, os.Stderr)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -119,6 +120,7 @@ func TestTinyPacedPoint(t *testing.T) {
 		var r Result
 		require.NoError(t, json.Unmarshal([]byte(line), &r))
 		require.EqualValues(t, writers*messages, r.Ops, r.Path)
+		assert.Equal(t, os.Getpid(), r.ClientPid, "%s: -shared-client drives every path from the harness's process", r.Path)
 		for name, v := range map[string]*float64{"late_p50_us": r.LateP50us, "late_p99_us": r.LateP99us,
 			"last_writer_offset_ms": r.LastOffsetMS, "last_writer_latency_ms": r.LastLatMS,
 			"last_writer_lateness_ms": r.LastLateMS, "mean_writer_latency_ms": r.MeanLatMS, "load_avg": r.LoadAvg} {
@@ -184,6 +186,15 @@ func TestTinyRepeatSweep(t *testing.T) {
 		runs[r.Path] = append(runs[r.Path], r)
 	}
 	assert.Equal(t, []string{"batch", "dropin", "dropin", "batch", "batch", "dropin"}, order, "the rounds alternate the order")
+	// Each path ran in a client process of its own, every round of it in
+	// the same one.
+	for path, rs := range runs {
+		for _, r := range rs {
+			assert.Equal(t, rs[0].ClientPid, r.ClientPid, "%s: one client process for every round", path)
+		}
+		assert.NotEqual(t, os.Getpid(), rs[0].ClientPid, "%s: not the harness's process", path)
+	}
+	assert.NotEqual(t, runs["batch"][0].ClientPid, runs["dropin"][0].ClientPid, "a client process per path")
 	require.Len(t, aggs, 2)
 	for path, agg := range aggs {
 		require.Len(t, runs[path], 3)

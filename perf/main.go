@@ -1,16 +1,17 @@
 // Command perf measures plain rpcx against rpcxbatch side by side, as the
 // ecall README measures native Erlang distribution against ecall: N writers
-// in this process drive send, cast or call against a server in its own
-// process, and every point runs both paths back to back so each ratio comes
-// from one run.
+// in a client process of the path's own drive send, cast or call against a
+// server in its own process, and every point runs every path back to back
+// so each ratio comes from one run.
 //
 //	go run ./perf -h
 //	go run ./perf -preset quick      # what `make perf-quick` runs
 //	go run ./perf -mode codec        # only the codec ceiling
 //
-// The same binary is the server: the harness re-executes itself with
-// roleEnv set (see server.go), so nothing has to be built or started by
-// hand.
+// The same binary is the server and, one per path, the client process
+// that drives the load: the harness re-executes itself with roleEnv set
+// (see server.go and clientproc.go), so nothing has to be built or
+// started by hand.
 package main
 
 import (
@@ -25,10 +26,10 @@ import (
 
 func main() {
 	if os.Getenv(roleEnv) == roleServer {
-		stopProfile, err := startCPUProfile("server")
+		stopProfile, err := startCPUProfile(serverRole())
 		if err == nil {
 			var stopTrace func()
-			if stopTrace, err = startTrace("server"); err == nil {
+			if stopTrace, err = startTrace(serverRole()); err == nil {
 				err = runServer(os.Getenv(listenEnv))
 				stopTrace()
 			}
@@ -36,6 +37,26 @@ func main() {
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "perf server:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if os.Getenv(roleEnv) == roleClient {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		role := "client-" + os.Getenv(clientPathEnv)
+		stopProfile, err := startCPUProfile(role)
+		if err == nil {
+			var stopTrace func()
+			if stopTrace, err = startTrace(role); err == nil {
+				err = runClient(ctx)
+				stopTrace()
+			}
+			stopProfile()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "perf client:", err)
+			stop()
 			os.Exit(1)
 		}
 		return

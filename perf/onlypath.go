@@ -8,8 +8,10 @@ import (
 
 // onlyPathEnv, when set to a comma list of paths ("batch", "dropin,batch"),
 // runs only those paths of each point: for a CPU profile (see profileEnv)
-// of one path alone, since a whole-run profile of the client process mixes
-// every path. The table then shows "-" for the paths left out.
+// of one path alone with -shared-client, where a whole-run profile of the
+// harness's process mixes every path (a client process per path, the
+// default, writes a profile per path anyway), or to leave the other
+// paths' servers idle. The table then shows "-" for the paths left out.
 const onlyPathEnv = "RPCXBATCH_PERF_ONLY"
 
 // onlyPaths is onlyPathEnv's list, nil when it is not set.

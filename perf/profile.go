@@ -9,9 +9,12 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
 )
 
-// profileEnv, when set to a path prefix, makes both processes write a CPU
-// profile of the whole run: PREFIX.client.pprof (the harness, which drives
-// the load) and PREFIX.server.pprof. Read them with go tool pprof.
+// profileEnv, when set to a path prefix, makes the processes write a CPU
+// profile of the whole run: PREFIX.client-<path>.pprof from each path's
+// client process, which drives its load, PREFIX.client.pprof from the
+// harness (the load itself with -shared-client, and the after-load
+// bursts), and PREFIX.server-<path>.pprof from each path's server
+// (PREFIX.server.pprof with -shared-server). Read them with go tool pprof.
 const profileEnv = "RPCXBATCH_PERF_CPUPROFILE"
 
 // startCPUProfile starts the CPU profile of this process's role, if asked

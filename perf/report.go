@@ -51,7 +51,11 @@ func writeReport(cfg Config, results []Result, cs []Ceiling, mem *afterLoad, too
 	if cfg.SharedServer {
 		servers = "against the same server process (`-shared-server`)"
 	}
-	b.WriteString("\nHow to read: each point runs every path back to back, " + servers + "; " +
+	clients := "each path driven from a client process of its own, which runs only that path's points"
+	if cfg.SharedClient {
+		clients = "every path driven from the harness's own process (`-shared-client`)"
+	}
+	b.WriteString("\nHow to read: each point runs every path back to back, " + servers + ", " + clients + "; " +
 		"batch ÷ plain = the direct Client's ops/s ÷ rpcx's Client's, dropin ÷ plainx = the drop-in XClient's ÷ rpcx's XClient's, " +
 		"dropin ÷ batch = what the drop-in keeps of the direct Client. An XClient has no send: n/a. " +
 		"`go` is the call made with `Go` and waited for on its Done channel. " +

@@ -79,6 +79,15 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	defer sink.close()
 
 	paths := cfg.runPaths()
+	clients, err := startClients(cfg, paths, envs, progress)
+	defer func() {
+		for _, cp := range clients {
+			cp.stop()
+		}
+	}()
+	if err != nil {
+		return err
+	}
 	for _, path := range paths {
 		if env := envs[path]; env != nil {
 			fmt.Fprintf(stderr, "%s path: server pid %d on %s (GOMAXPROCS %d, %d lanes per batch client)\n",
@@ -100,7 +109,7 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 				}
 				fmt.Fprintf(progress, "point %d/%d%s: %s %s %s w=%d pace=%dms × %d messages\n",
 					i+1, len(points), roundText(round, cfg.Repeat), pt.Op, path, pt.Payload, pt.Writers, pt.PaceMS, pt.Messages)
-				m, err := runPath(ctx, envs[path], pt, path)
+				m, err := measurePath(ctx, envs[path], clients[path], pt, path)
 				if err != nil {
 					return fmt.Errorf("%s %s %s w=%d: %w", pt.Op, path, pt.Payload, pt.Writers, err)
 				}

@@ -27,8 +27,20 @@ const (
 	roleEnv    = "RPCXBATCH_PERF_ROLE"
 	roleServer = "server"
 	listenEnv  = "RPCXBATCH_PERF_LISTEN"
-	readyWord  = "READY"
+	// serverNameEnv is the path the server serves, "" when it serves
+	// every path: its profiles are named by it (serverRole).
+	serverNameEnv = "RPCXBATCH_PERF_SERVER_NAME"
+	readyWord     = "READY"
 )
+
+// serverRole is the server process's name in its profiles' file names:
+// "server-<path>", or "server" for a server shared by every path.
+func serverRole() string {
+	if name := os.Getenv(serverNameEnv); name != "" {
+		return "server-" + name
+	}
+	return "server"
+}
 
 func runServer(host string) error {
 	if host == "" {

@@ -34,7 +34,11 @@ func startServers(ctx context.Context, cfg Config, host string, prefix []string,
 			envs[path] = shared
 			continue
 		}
-		srv, err := startServer(ctx, host, prefix, progress)
+		name := path
+		if cfg.SharedServer {
+			name = ""
+		}
+		srv, err := startServer(ctx, host, name, prefix, progress)
 		if err != nil {
 			return envs, fmt.Errorf("%s path's server: %w", path, err)
 		}

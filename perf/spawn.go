@@ -23,11 +23,12 @@ type serverProc struct {
 
 // startServer re-executes this binary as the server, on host, optionally
 // inside a network namespace (prefix is then "ip netns exec NAME"), and
-// waits for it to report its addresses.
-func startServer(ctx context.Context, host string, prefix []string, stderr io.Writer) (*serverProc, error) {
+// waits for it to report its addresses. name names its profiles: the path
+// it serves, or "" for a server shared by every path.
+func startServer(ctx context.Context, host, name string, prefix []string, stderr io.Writer) (*serverProc, error) {
 	// Its own process group and Pdeathsig (see StartChild); stdin's EOF
 	// covers the rest.
-	ch, err := benchkit.StartChild("server", prefix, []string{roleEnv + "=" + roleServer, listenEnv + "=" + host}, stderr)
+	ch, err := benchkit.StartChild("server", prefix, []string{roleEnv + "=" + roleServer, listenEnv + "=" + host, serverNameEnv + "=" + name}, stderr)
 	if err != nil {
 		return nil, err
 	}

@@ -6,9 +6,9 @@ import (
 	"runtime/trace"
 )
 
-// traceEnv, when set to a path prefix, makes both processes write an
-// execution trace of the whole run (PREFIX.client.trace and
-// PREFIX.server.trace), for go tool trace: where a paced call's latency
+// traceEnv, when set to a path prefix, makes the processes write an
+// execution trace of the whole run (PREFIX.<role>.trace, the roles named
+// as for profileEnv's profiles), for go tool trace: where a paced call's latency
 // goes while the CPU idles (scheduler latency, timers, GC, hand-offs).
 // Run one point of one path (RPCXBATCH_PERF_ONLY) to keep it small.
 const traceEnv = "RPCXBATCH_PERF_TRACE"
