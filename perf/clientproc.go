@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"sync"
 	"time"
 
 	"github.com/smallnest/rpcx/log"
@@ -90,6 +91,10 @@ type clientProc struct {
 	replies chan clientReply // closed when stdout does
 	exited  chan struct{}    // closed when the process has been reaped
 	waitErr error
+	// quit, closed by stop, ends the reader of a reply nobody waits for
+	// any more (its point timed out, or the run was cancelled).
+	quit     chan struct{}
+	stopOnce sync.Once
 }
 
 // startClientProc starts path's client process against env's server. Its
@@ -105,8 +110,8 @@ func startClientProc(cfg Config, path string, env *runEnv, stderr io.Writer) (*c
 		return nil, fmt.Errorf("%s path's client process: %w", path, err)
 	}
 	cp := &clientProc{cmd: ch.Cmd, stdin: ch.Stdin, enc: json.NewEncoder(ch.Stdin),
-		replies: make(chan clientReply), exited: make(chan struct{})}
-	go func() { // ends when stdout closes
+		replies: make(chan clientReply), exited: make(chan struct{}), quit: make(chan struct{})}
+	go func() { // ends when stdout closes, or at stop
 		defer close(cp.replies)
 		dec := json.NewDecoder(bufio.NewReader(ch.Stdout))
 		for {
@@ -115,7 +120,12 @@ func startClientProc(cfg Config, path string, env *runEnv, stderr io.Writer) (*c
 				io.Copy(io.Discard, ch.Stdout)
 				return
 			}
-			cp.replies <- r
+			select {
+			case cp.replies <- r:
+			case <-cp.quit:
+				io.Copy(io.Discard, ch.Stdout)
+				return
+			}
 		}
 	}()
 	go func() { // reaps the process; ends when it exits
@@ -151,6 +161,7 @@ func (cp *clientProc) measure(ctx context.Context, pt Point, timeout time.Durati
 // stop closes the process's stdin, which ends it, and kills it if it has
 // not exited within five seconds. It is safe to call more than once.
 func (cp *clientProc) stop() {
+	cp.stopOnce.Do(func() { close(cp.quit) })
 	cp.stdin.Close()
 	select {
 	case <-cp.exited:

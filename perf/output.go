@@ -25,28 +25,25 @@ import (
 // any run was. Its other fields (latency, RSS, writes, elapsed time) are
 // the median run's.
 type Result struct {
-	Time              string `json:"time"`
-	Op                string `json:"op"`
-	Path              string `json:"path"`
-	Payload           string `json:"payload"`
-	PayloadBytes      int    `json:"payload_bytes"`
-	Writers           int    `json:"writers"`
-	PaceMS            int    `json:"pace_ms"`
-	MessagesPerWriter int    `json:"messages_per_writer"`
-	TargetOps         int64  `json:"target_ops"`
-	Ops               int64  `json:"ops"`
-	Errors            int64  `json:"errors"`
-	FirstError        string `json:"first_error,omitempty"`
-	// ClientPid is the process that drove the load: the path's client
-	// process, or the harness's own with -shared-client.
-	ClientPid    int      `json:"client_pid"`
-	ElapsedS     float64  `json:"elapsed_s"`
-	OpsPerS      float64  `json:"ops_per_s"`
-	IntendedPerS *float64 `json:"intended_per_s"`
-	PctIntended  *float64 `json:"pct_intended"`
-	P50us        *float64 `json:"p50_us"`
-	P99us        *float64 `json:"p99_us"`
-	P999us       *float64 `json:"p999_us"`
+	Time              string   `json:"time"`
+	Op                string   `json:"op"`
+	Path              string   `json:"path"`
+	Payload           string   `json:"payload"`
+	PayloadBytes      int      `json:"payload_bytes"`
+	Writers           int      `json:"writers"`
+	PaceMS            int      `json:"pace_ms"`
+	MessagesPerWriter int      `json:"messages_per_writer"`
+	TargetOps         int64    `json:"target_ops"`
+	Ops               int64    `json:"ops"`
+	Errors            int64    `json:"errors"`
+	FirstError        string   `json:"first_error,omitempty"`
+	ElapsedS          float64  `json:"elapsed_s"`
+	OpsPerS           float64  `json:"ops_per_s"`
+	IntendedPerS      *float64 `json:"intended_per_s"`
+	PctIntended       *float64 `json:"pct_intended"`
+	P50us             *float64 `json:"p50_us"`
+	P99us             *float64 `json:"p99_us"`
+	P999us            *float64 `json:"p999_us"`
 	// Paced points only (pacing.go): how late a writer's pause ended
 	// (p50, p99), and the writer that finished last's first pause, summed
 	// call latency and summed lateness, with the means over all writers.
@@ -103,6 +100,9 @@ type Result struct {
 	// runs' client CPU per operation (aggregates only).
 	ClientCPUusPerOpMin *float64 `json:"client_cpu_us_per_op_min,omitempty"`
 	ClientCPUusPerOpMax *float64 `json:"client_cpu_us_per_op_max,omitempty"`
+	// ClientPid is the process that drove the load: the path's client
+	// process, or the harness's own with -shared-client.
+	ClientPid int `json:"client_pid"`
 }
 
 func ptr(v float64) *float64 { return &v }
