@@ -202,7 +202,7 @@ func decodeEntry(r *reader, e *Entry, prev *Entry) (err error) {
 		return err
 	}
 	if timeoutRaw != nil {
-		if e.TimeoutMicros > 0 && string(timeoutRaw) == string(appendServerTimeoutValue(make([]byte, 0, 20), e.TimeoutMicros)) {
+		if e.TimeoutMicros > 0 && isServerTimeoutValue(timeoutRaw, e.TimeoutMicros) {
 			e.ServerTimeout = true
 		} else {
 			e.Metadata = map[string]string{serverTimeoutKey: string(timeoutRaw)}

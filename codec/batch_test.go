@@ -254,3 +254,26 @@ func TestServerTimeoutPairDecodesAsRPCXWritesIt(t *testing.T) {
 	require.False(t, got[0].ServerTimeout)
 	require.Equal(t, map[string]string{share.ServerTimeout: "9"}, got[0].Metadata)
 }
+
+// TestServerTimeoutValueCheckIsExact: the decoder takes a
+// "__ServerTimeout" value for the flag only when it is, byte for byte,
+// what the encoder writes for the entry's timeout; any other spelling of
+// the same number (a leading zero, a sign), another number, or what is not
+// a number stays in the metadata as it came.
+func TestServerTimeoutValueCheckIsExact(t *testing.T) {
+	for _, micros := range []int64{1, 999, 1_000, 1_999, 2_000, 59_999_999, 60_000_000, 1<<62 + 12_345} {
+		v := appendServerTimeoutValue(nil, micros)
+		require.True(t, isServerTimeoutValue(v, micros), "%d: %q", micros, v)
+		require.False(t, isServerTimeoutValue(v, micros+1000), "%d: %q for another timeout", micros, v)
+	}
+	for _, raw := range []string{"", "01", "00", "+5", "-5", "5 ", "5a", "٥", "12345678901234567890"} {
+		assert.False(t, isServerTimeoutValue([]byte(raw), 5_000), "%q", raw)
+	}
+	// End to end: an entry whose pair reads "05" for a 5 ms timeout keeps
+	// it in its metadata.
+	e := Entry{Kind: KindCall, ID: 1, ServicePath: "S", ServiceMethod: "M", Metadata: map[string]string{share.ServerTimeout: "05"}, TimeoutMicros: 5_000}
+	_, got, err := DecodeBatch(AppendEntry(AppendBatchHeader(nil, 1, 1), &e), 0)
+	require.NoError(t, err)
+	require.False(t, got[0].ServerTimeout)
+	require.Equal(t, map[string]string{share.ServerTimeout: "05"}, got[0].Metadata)
+}

@@ -19,8 +19,21 @@ func benchEntries() []Entry {
 	return entries
 }
 
+// withServerTimeout marks entries as the drop-in XClient's are: rpcx's
+// "__ServerTimeout" written from each one's timeout.
+func withServerTimeout(entries []Entry) []Entry {
+	for i := range entries {
+		entries[i].ServerTimeout = true
+	}
+	return entries
+}
+
 func BenchmarkAppendBatch(b *testing.B) {
-	entries := benchEntries()
+	b.Run("plain", func(b *testing.B) { benchAppendBatch(b, benchEntries()) })
+	b.Run("server-timeout", func(b *testing.B) { benchAppendBatch(b, withServerTimeout(benchEntries())) })
+}
+
+func benchAppendBatch(b *testing.B, entries []Entry) {
 	buf := encodeBatch(1, entries)
 	b.SetBytes(int64(len(buf)))
 	b.ReportAllocs()
@@ -33,7 +46,12 @@ func BenchmarkAppendBatch(b *testing.B) {
 }
 
 func BenchmarkDecodeBatch(b *testing.B) {
-	frame := encodeBatch(1, benchEntries())
+	b.Run("plain", func(b *testing.B) { benchDecodeBatch(b, benchEntries()) })
+	b.Run("server-timeout", func(b *testing.B) { benchDecodeBatch(b, withServerTimeout(benchEntries())) })
+}
+
+func benchDecodeBatch(b *testing.B, entries []Entry) {
+	frame := encodeBatch(1, entries)
 	b.SetBytes(int64(len(frame)))
 	b.ReportAllocs()
 	for b.Loop() {

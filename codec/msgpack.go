@@ -52,8 +52,36 @@ func appendServerTimeout(b []byte, m map[string]string, micros int64) []byte {
 	for k, v := range m {
 		b = mpack.AppendStr(mpack.AppendStr(b, k), v)
 	}
-	var num [20]byte
-	return mpack.AppendStr(mpack.AppendStr(b, serverTimeoutKey), string(appendServerTimeoutValue(num[:0], micros)))
+	b = append(b, serverTimeoutKeyEnc...)
+	// The value is at most 20 characters: a fixstr, whose one header byte
+	// is written once the digits are.
+	at := len(b)
+	b = appendServerTimeoutValue(append(b, 0), micros)
+	b[at] = 0xa0 | byte(len(b)-at-1)
+	return b
+}
+
+// serverTimeoutKeyEnc is serverTimeoutKey encoded, appended whole: every
+// entry of the drop-in XClient's carries it.
+var serverTimeoutKeyEnc = mpack.AppendStr(nil, serverTimeoutKey)
+
+// isServerTimeoutValue reports whether raw is exactly what
+// appendServerTimeoutValue writes for micros (> 0): its milliseconds in
+// canonical decimal, no sign, no leading zero. It reads the digits rather
+// than formatting the number to compare: every entry of the drop-in
+// XClient's is checked.
+func isServerTimeoutValue(raw []byte, micros int64) bool {
+	if len(raw) == 0 || len(raw) > 18 || (raw[0] == '0' && len(raw) > 1) {
+		return false
+	}
+	var ms int64
+	for _, c := range raw {
+		if c < '0' || c > '9' {
+			return false
+		}
+		ms = ms*10 + int64(c-'0')
+	}
+	return ms == micros/1000
 }
 
 // appendServerTimeoutValue appends the server timeout of micros in
