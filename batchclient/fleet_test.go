@@ -120,11 +120,15 @@ func runFanIn(t *testing.T, plain bool, clients, callers int, pace, d time.Durat
 // one connection a client, and about the memory.
 func TestFanInLightClientsCostWhatPlainCosts(t *testing.T) {
 	const clients, callers, pace, d = 300, 2, 10 * time.Millisecond, 4 * time.Second
-	// Two rounds, plain and batch in turn, summed: one reading of a
-	// process's RSS under load moves with its collections, and the two
-	// paths meet the machine's other work alike.
+	// Three rounds, plain and batch in turn, averaged: one reading of a
+	// process's RSS under load moves with its collections and with how
+	// many goroutines its waves of calls left parked (nine rounds on
+	// 2026-12-02 read 1.31-1.45, and the means of two rounds that the test
+	// took before 1.32-1.48, against the bound of 1.5), and the two paths
+	// meet the machine's other work alike.
+	const rounds = 3
 	var plain, batch fanIn
-	for range 2 {
+	for range rounds {
 		for _, side := range []struct {
 			plain bool
 			sum   *fanIn
@@ -133,13 +137,13 @@ func TestFanInLightClientsCostWhatPlainCosts(t *testing.T) {
 			t.Logf("  plain %-5v  server connections %4d (%.1f a client)  server RSS growth %6.1f MiB (%5.1f KiB a client)  calls %d, failed %d",
 				side.plain, m.conns, float64(m.conns)/clients, float64(m.rssGrowth)/(1<<20), float64(m.rssGrowth)/1024/clients, m.calls, m.failed)
 			side.sum.conns = max(side.sum.conns, m.conns)
-			side.sum.rssGrowth += m.rssGrowth / 2
+			side.sum.rssGrowth += m.rssGrowth / rounds
 			side.sum.calls += m.calls
 			side.sum.failed += m.failed
 		}
 	}
-	t.Logf("%d clients, %d callers each, a call every %v: server connections %d plain, %d rpcxbatch; server RSS growth %.1f MiB plain, %.1f MiB rpcxbatch (%.2fx), mean of 2 rounds",
-		clients, callers, pace, plain.conns, batch.conns, float64(plain.rssGrowth)/(1<<20), float64(batch.rssGrowth)/(1<<20), float64(batch.rssGrowth)/float64(max(plain.rssGrowth, 1)))
+	t.Logf("%d clients, %d callers each, a call every %v: server connections %d plain, %d rpcxbatch; server RSS growth %.1f MiB plain, %.1f MiB rpcxbatch (%.2fx), mean of %d rounds",
+		clients, callers, pace, plain.conns, batch.conns, float64(plain.rssGrowth)/(1<<20), float64(batch.rssGrowth)/(1<<20), float64(batch.rssGrowth)/float64(max(plain.rssGrowth, 1)), rounds)
 	assert.Zero(t, plain.failed, "plain rpcx calls failed")
 	assert.Zero(t, batch.failed, "rpcxbatch calls failed")
 	assert.LessOrEqual(t, float64(batch.conns), 1.5*float64(plain.conns), "server connections: rpcxbatch against plain rpcx")
