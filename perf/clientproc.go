@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"sync"
 	"time"
 
@@ -85,12 +84,9 @@ func (r clientReply) measurement() (measurement, error) {
 
 // clientProc is a path's client process; stop ends it.
 type clientProc struct {
-	cmd     *exec.Cmd
-	stdin   io.WriteCloser
+	*childProc
 	enc     *json.Encoder
 	replies chan clientReply // closed when stdout does
-	exited  chan struct{}    // closed when the process has been reaped
-	waitErr error
 	// quit, closed by stop, ends the reader of a reply nobody waits for
 	// any more (its point timed out, or the run was cancelled).
 	quit     chan struct{}
@@ -109,8 +105,8 @@ func startClientProc(cfg Config, path string, env *runEnv, stderr io.Writer) (*c
 	if err != nil {
 		return nil, fmt.Errorf("%s path's client process: %w", path, err)
 	}
-	cp := &clientProc{cmd: ch.Cmd, stdin: ch.Stdin, enc: json.NewEncoder(ch.Stdin),
-		replies: make(chan clientReply), exited: make(chan struct{}), quit: make(chan struct{})}
+	cp := &clientProc{childProc: newChildProc(ch), enc: json.NewEncoder(ch.Stdin),
+		replies: make(chan clientReply), quit: make(chan struct{})}
 	go func() { // ends when stdout closes, or at stop
 		defer close(cp.replies)
 		dec := json.NewDecoder(bufio.NewReader(ch.Stdout))
@@ -127,10 +123,6 @@ func startClientProc(cfg Config, path string, env *runEnv, stderr io.Writer) (*c
 				return
 			}
 		}
-	}()
-	go func() { // reaps the process; ends when it exits
-		cp.waitErr = cp.cmd.Wait()
-		close(cp.exited)
 	}()
 	return cp, nil
 }
@@ -158,18 +150,11 @@ func (cp *clientProc) measure(ctx context.Context, pt Point, timeout time.Durati
 	}
 }
 
-// stop closes the process's stdin, which ends it, and kills it if it has
-// not exited within five seconds. It is safe to call more than once.
+// stop ends the process (childProc.stop) and a reader still holding a
+// reply. It is safe to call more than once.
 func (cp *clientProc) stop() {
 	cp.stopOnce.Do(func() { close(cp.quit) })
-	cp.stdin.Close()
-	select {
-	case <-cp.exited:
-		return
-	case <-time.After(5 * time.Second):
-	}
-	cp.cmd.Process.Kill()
-	<-cp.exited
+	cp.childProc.stop()
 }
 
 // runClient is the client process: it measures the points its stdin asks

@@ -26,35 +26,19 @@ import (
 
 func main() {
 	if os.Getenv(roleEnv) == roleServer {
-		stopProfile, err := startCPUProfile(serverRole())
-		if err == nil {
-			var stopTrace func()
-			if stopTrace, err = startTrace(serverRole()); err == nil {
-				err = runServer(os.Getenv(listenEnv))
-				stopTrace()
-			}
-			stopProfile()
-		}
-		if err != nil {
+		if err := profiled(serverRole(), func() error { return runServer(os.Getenv(listenEnv)) }); err != nil {
 			fmt.Fprintln(os.Stderr, "perf server:", err)
 			os.Exit(1)
 		}
 		return
 	}
+	// SIGINT and SIGTERM cancel the run; the deferred cleanups then stop
+	// the processes the run started and remove a network namespace, if
+	// any.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	if os.Getenv(roleEnv) == roleClient {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		role := "client-" + os.Getenv(clientPathEnv)
-		stopProfile, err := startCPUProfile(role)
-		if err == nil {
-			var stopTrace func()
-			if stopTrace, err = startTrace(role); err == nil {
-				err = runClient(ctx)
-				stopTrace()
-			}
-			stopProfile()
-		}
-		if err != nil {
+		if err := profiled("client-"+os.Getenv(clientPathEnv), func() error { return runClient(ctx) }); err != nil {
 			fmt.Fprintln(os.Stderr, "perf client:", err)
 			stop()
 			os.Exit(1)
@@ -69,22 +53,25 @@ func main() {
 		fmt.Fprintln(os.Stderr, "perf:", err)
 		os.Exit(2)
 	}
-	// SIGINT and SIGTERM cancel the run; the deferred cleanups then stop
-	// the server process and remove a network namespace, if any.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	stopProfile, err := startCPUProfile("client")
-	if err == nil {
-		var stopTrace func()
-		if stopTrace, err = startTrace("client"); err == nil {
-			err = run(ctx, cfg, os.Stdout, os.Stderr)
-			stopTrace()
-		}
-		stopProfile()
-	}
-	if err != nil {
+	if err := profiled("client", func() error { return run(ctx, cfg, os.Stdout, os.Stderr) }); err != nil {
 		fmt.Fprintln(os.Stderr, "perf:", err)
 		stop()
 		os.Exit(1)
 	}
+}
+
+// profiled runs f, under the CPU profile and execution trace of this
+// process's role when they are asked for (profileEnv, traceEnv).
+func profiled(role string, f func() error) error {
+	stopProfile, err := startCPUProfile(role)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
+	stopTrace, err := startTrace(role)
+	if err != nil {
+		return err
+	}
+	defer stopTrace()
+	return f()
 }

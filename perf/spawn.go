@@ -12,12 +12,42 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
 )
 
+// childProc is a process the harness started (a server, or a path's
+// client): stop ends it.
+type childProc struct {
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	exited  chan struct{} // closed when the process has been reaped
+	waitErr error
+}
+
+// newChildProc is ch as a childProc, with its reaper running: the
+// goroutine ends when the process exits.
+func newChildProc(ch *benchkit.Child) *childProc {
+	c := &childProc{cmd: ch.Cmd, stdin: ch.Stdin, exited: make(chan struct{})}
+	go func() {
+		c.waitErr = c.cmd.Wait()
+		close(c.exited)
+	}()
+	return c
+}
+
+// stop closes the process's stdin, which ends it, and kills it if it has
+// not exited within five seconds. It is safe to call more than once.
+func (c *childProc) stop() {
+	c.stdin.Close()
+	select {
+	case <-c.exited:
+		return
+	case <-time.After(5 * time.Second):
+	}
+	c.cmd.Process.Kill()
+	<-c.exited
+}
+
 // serverProc is the server process the harness started; stop ends it.
 type serverProc struct {
-	cmd        *exec.Cmd
-	stdin      io.WriteCloser
-	exited     chan struct{} // closed when the process has been reaped
-	waitErr    error
+	*childProc
 	addr, ctrl string
 }
 
@@ -32,8 +62,7 @@ func startServer(ctx context.Context, host, name string, prefix []string, stderr
 	if err != nil {
 		return nil, err
 	}
-	cmd, stdout := ch.Cmd, ch.Stdout
-	sp := &serverProc{cmd: cmd, stdin: ch.Stdin, exited: make(chan struct{})}
+	stdout := ch.Stdout
 
 	type ready struct {
 		addr, ctrl string
@@ -46,10 +75,7 @@ func startServer(ctx context.Context, host, name string, prefix []string, stderr
 		readyc <- ready{a, c, err}
 		io.Copy(io.Discard, r) // keep draining until the server exits
 	}()
-	go func() { // reaps the process; ends when it exits
-		sp.waitErr = cmd.Wait()
-		close(sp.exited)
-	}()
+	sp := &serverProc{childProc: newChildProc(ch)}
 
 	t := time.NewTimer(15 * time.Second)
 	defer t.Stop()
@@ -70,17 +96,4 @@ func startServer(ctx context.Context, host, name string, prefix []string, stderr
 		sp.stop()
 		return nil, ctx.Err()
 	}
-}
-
-// stop closes the server's stdin, which ends it, and kills it if it has
-// not exited within five seconds. It is safe to call more than once.
-func (sp *serverProc) stop() {
-	sp.stdin.Close()
-	select {
-	case <-sp.exited:
-		return
-	case <-time.After(5 * time.Second):
-	}
-	sp.cmd.Process.Kill()
-	<-sp.exited
 }
