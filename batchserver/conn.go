@@ -50,9 +50,13 @@ type conn struct {
 	compress atomic.Uint32
 
 	// Window. inflight counts the entries delivered and not yet finished;
-	// credits counts finished casts and sends not yet credited back.
-	inflight atomic.Int64
-	credits  atomic.Int64
+	// unwritten the calls finished whose replies are not yet written (a
+	// call holds its place in the window until then, as it does in the
+	// lane's); credits counts finished casts and sends not yet credited
+	// back.
+	inflight  atomic.Int64
+	unwritten atomic.Int64
+	credits   atomic.Int64
 	// bytes is the byte window's part (bytewindow.go).
 	bytes byteWindow
 
@@ -75,6 +79,12 @@ type conn struct {
 	// the frame being written (used only by the writer).
 	replyBufs replyBufs
 	written   [][]byte
+	// frames counts the frames the writer wrote; the janitor's looks
+	// compare it with what they saw last (seenFrames) to find a quiet
+	// connection, and quietShed notes one shed since its last frame.
+	frames     atomic.Uint32
+	seenFrames uint32
+	quietShed  bool
 
 	// sends runs the connection's send entries in lane order.
 	sends sendQueue
@@ -108,10 +118,11 @@ func (c *conn) fail(err error) {
 // frame has run. arrived is when rpcx read the frame: the entries'
 // deadlines count from it.
 func (c *conn) deliver(seq uint64, entries []codec.Entry, size int, arrived time.Time) {
-	// A lane keeps at most Window entries unfinished; twice that is a peer
-	// that ignores the window, not a slow moment.
-	if n := c.inflight.Add(int64(len(entries))); n > 2*int64(c.p.opts.Window) {
-		c.fail(fmt.Errorf("%w: %d entries unfinished, window %d", ErrWindowExceeded, n, c.p.opts.Window))
+	// A lane keeps at most Window entries unfinished, replies not yet
+	// written included; twice that is a peer that ignores the window (and
+	// perhaps does not read what it asked for), not a slow moment.
+	if n := c.inflight.Add(int64(len(entries))) + c.unwritten.Load(); n > 2*int64(c.p.opts.Window) {
+		c.fail(fmt.Errorf("%w: %d entries unfinished or unanswered, window %d", ErrWindowExceeded, n, c.p.opts.Window))
 		return
 	}
 	fr, err := c.hold(size, len(entries), arrived)

@@ -46,10 +46,13 @@
 //	                   on a user pool while                          (tasks.wait)
 //	                   draining
 //
-// Timers: a connection's frame-gap timer (stopped when the missing frame
-// arrives or the connection closes) and an entry's deadline timer, armed
-// only when its handler asks for Done (stopped when the entry ends). With
-// WithIdleMemoryRelease, the release timer (internal/idlemem's Watch), armed by
-// a frame and ending once it has released the memory; Plugin.Close stops
-// it.
+// Timers: the janitor's (janitor.go), armed while the plugin has
+// connections or parked goroutines, which trims the parked goroutines and
+// sheds quiet connections' reply buffers once a second (Plugin.Close stops
+// it and waits for a look under way); a connection's frame-gap timer
+// (stopped when the missing frame arrives or the connection closes); an
+// entry's deadline timer, armed only when its handler asks for Done
+// (stopped when the entry ends). With WithIdleMemoryRelease, the release
+// timer (internal/idlemem's Watch), armed by a frame and ending once it
+// has released the memory; Plugin.Close stops it.
 package batchserver

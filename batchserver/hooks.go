@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/smallnest/rpcx/protocol"
 	"github.com/smallnest/rpcx/server"
@@ -14,24 +15,55 @@ import (
 // hookContainer stands between rpcx and the server's plugins. rpcx runs its
 // request hooks (PreReadRequest, PostReadRequest, PreHandleRequest,
 // PreWriteResponse, PostWriteResponse) once per message it reads; on a
-// lane that message is a batch frame holding many calls, or a lane's
-// handshake or heartbeat. Those hooks skip such lane messages here, so that
-// a rate limiter never refuses a frame (and with it every call inside) and
-// a metrics plugin never counts one; the plugin runs the same hooks per
-// entry instead (see entryhooks.go). Every other method, and every hook for
-// a message that is not a lane message, goes to the server's own container
-// unchanged, so plain rpcx clients of the server see no difference.
+// lane that message is most often a batch frame holding many calls. Those
+// hooks skip batch frames here, so that a rate limiter never refuses a
+// frame (and with it every call inside) and a metrics plugin never counts
+// one; the plugin runs the same hooks per entry instead (see
+// entryhooks.go).
+//
+// What a well-behaved lane sends for its own upkeep skips the read hooks
+// too, as a plain rpcx client sends no such thing: the one handshake that
+// makes a connection a lane, and heartbeats no more often than
+// laneBeatGap. Anything else read on a lane (a plain request written on
+// it, a second handshake, a flood of heartbeats) goes through every read
+// hook as on a plain connection, PreReadRequest included (held back from
+// before the read, see DoPreReadRequest): no guard or rate limiter is
+// bypassed by writing to a lane. Every other method goes to the server's
+// own container unchanged, so plain rpcx clients of the server see no
+// difference.
 type hookContainer struct {
 	server.PluginContainer // the server's own container
 
 	// lanes holds the connections that carry batch frames: marked when
 	// rpcx reads their handshake (in its read loop, before it reads the
 	// next message), forgotten when rpcx closes them.
-	lanes sync.Map // net.Conn -> struct{}
+	lanes sync.Map // net.Conn -> *laneMark
 
 	// handshakeRead, when set, is told of each lane handshake rpcx reads,
 	// in its read loop, before the handshake waits for a worker.
 	handshakeRead func(net.Conn)
+}
+
+// laneBeatGap is how often a lane's heartbeats may come and still skip the
+// read hooks. A lane sends one when it has heard nothing for its heartbeat
+// interval (500 ms by default) or for a third of the server's read
+// timeout; one sooner than laneBeatGap after the last that skipped them is
+// not upkeep, and meets the hooks as a plain connection's heartbeat does.
+const laneBeatGap = 100 * time.Millisecond
+
+// laneMark is what the hooks know of a lane. Only the connection's read
+// loop (rpcx's, one per connection) touches it.
+type laneMark struct {
+	freeBeat time.Time // when a heartbeat last skipped the read hooks
+}
+
+// upkeep reports whether a heartbeat read now skips the read hooks.
+func (m *laneMark) upkeep(now time.Time) bool {
+	if now.Sub(m.freeBeat) < laneBeatGap {
+		return false
+	}
+	m.freeBeat = now
+	return true
 }
 
 // wrapPlugins puts a hookContainer around s.Plugins, once.
@@ -44,6 +76,12 @@ func wrapPlugins(s *server.Server) *hookContainer {
 	return hc
 }
 
+// isFrame reports a batch frame: a message to the batch service's batch
+// method, whose entries get the request hooks one by one.
+func isFrame(r *protocol.Message) bool {
+	return r != nil && r.ServicePath == codec.ServicePath && r.ServiceMethod == codec.MethodBatch
+}
+
 // isLaneMessage reports a message addressed to the batch service itself: a
 // lane's handshake or one of its frames.
 func isLaneMessage(r *protocol.Message) bool {
@@ -51,76 +89,87 @@ func isLaneMessage(r *protocol.Message) bool {
 		(r.ServiceMethod == codec.MethodBatch || r.ServiceMethod == codec.MethodHandshake)
 }
 
-// onLane reports whether ctx is that of a message read from a lane.
-func (h *hookContainer) onLane(ctx context.Context) bool {
+// lane returns the mark of the lane ctx's message was read from, or nil.
+func (h *hookContainer) lane(ctx context.Context) *laneMark {
 	c, _ := ctx.Value(server.RemoteConnContextKey).(net.Conn)
 	if c == nil {
-		return false
+		return nil
 	}
+	m, _ := h.lanes.Load(c)
+	lm, _ := m.(*laneMark)
+	return lm
+}
+
+// isLane reports whether c has made a lane handshake and is not closed.
+func (h *hookContainer) isLane(c net.Conn) bool {
 	_, ok := h.lanes.Load(c)
 	return ok
 }
 
-// laneLevel reports a message that belongs to a lane rather than to one
-// call: a frame, a handshake, or a heartbeat read from a lane.
-func (h *hookContainer) laneLevel(ctx context.Context, r *protocol.Message) bool {
-	return isLaneMessage(r) || (r != nil && r.Header != nil && r.IsHeartbeat() && h.onLane(ctx))
-}
-
 // DoPreReadRequest runs the PreReadRequest hooks before rpcx reads a
-// message, except on a lane: what a lane sends next is a frame (its calls
-// get the hook one by one) or a heartbeat.
+// message, except on a lane: what a lane sends next is most often a frame,
+// whose calls get the hook one by one. For any other message read on a
+// lane that is not upkeep, DoPostReadRequest runs the hook first.
 func (h *hookContainer) DoPreReadRequest(ctx context.Context) error {
-	if h.onLane(ctx) {
+	if h.lane(ctx) != nil {
 		return nil
 	}
 	return h.PluginContainer.DoPreReadRequest(ctx)
 }
 
-// DoPostReadRequest runs the PostReadRequest hooks for every message but a
-// lane's; a lane's handshake marks its connection as a lane.
+// DoPostReadRequest runs the read hooks for every message but a frame and
+// a lane's upkeep (see hookContainer); a connection's first handshake
+// marks it as a lane.
 func (h *hookContainer) DoPostReadRequest(ctx context.Context, r *protocol.Message, e error) error {
-	if e == nil && isLaneMessage(r) {
-		// Only the handshake marks the lane: a Store on every frame would
-		// allocate and write-lock a map all connections share.
-		if r.ServiceMethod == codec.MethodHandshake {
+	m := h.lane(ctx)
+	if e == nil {
+		switch {
+		case isFrame(r):
+			return nil
+		case m != nil && r.IsHeartbeat() && m.upkeep(time.Now()):
+			return nil
+		case m == nil && r.ServicePath == codec.ServicePath && r.ServiceMethod == codec.MethodHandshake:
+			// Only the handshake marks the lane: a Store on every frame
+			// would allocate and write-lock a map all connections share.
 			if c, _ := ctx.Value(server.RemoteConnContextKey).(net.Conn); c != nil {
-				h.lanes.Store(c, struct{}{})
+				h.lanes.Store(c, &laneMark{})
 				if h.handshakeRead != nil {
 					h.handshakeRead(c)
 				}
 			}
+			return nil
 		}
-		return nil
 	}
-	if e == nil && h.laneLevel(ctx, r) {
-		return nil
+	if m != nil {
+		if err := h.PluginContainer.DoPreReadRequest(ctx); err != nil {
+			return err
+		}
 	}
 	return h.PluginContainer.DoPostReadRequest(ctx, r, e)
 }
 
 // DoPreHandleRequest runs the PreHandleRequest hooks for every message but
-// a lane's.
+// a lane's frame or handshake.
 func (h *hookContainer) DoPreHandleRequest(ctx context.Context, r *protocol.Message) error {
-	if h.laneLevel(ctx, r) {
+	if isLaneMessage(r) {
 		return nil
 	}
 	return h.PluginContainer.DoPreHandleRequest(ctx, r)
 }
 
 // DoPreWriteResponse runs the PreWriteResponse hooks for every response but
-// one to a lane's message.
+// one to a lane's frame or handshake.
 func (h *hookContainer) DoPreWriteResponse(ctx context.Context, req, res *protocol.Message, err error) error {
-	if h.laneLevel(ctx, req) {
+	if isLaneMessage(req) {
 		return nil
 	}
 	return h.PluginContainer.DoPreWriteResponse(ctx, req, res, err)
 }
 
 // DoPostWriteResponse runs the PostWriteResponse hooks for every response
-// but one to a lane's message.
+// but one to a lane's frame or handshake.
 func (h *hookContainer) DoPostWriteResponse(ctx context.Context, req, res *protocol.Message, err error) error {
-	if h.laneLevel(ctx, req) {
+	if isLaneMessage(req) {
 		return nil
 	}
 	return h.PluginContainer.DoPostWriteResponse(ctx, req, res, err)

@@ -34,3 +34,18 @@ func newServerMetrics(r metrics.Registry) *serverMetrics {
 		memoryReleases: c("memory_releases"),
 	}
 }
+
+// registerGauges adds the gauges read on demand: the connections the
+// plugin keeps batch state for, and the goroutines its workers keep
+// parked for reuse.
+func (p *Plugin) registerGauges() {
+	r := p.opts.Registry
+	r.GetOrRegister("rpcxbatch.server.connections", metrics.NewFunctionalGauge(func() int64 {
+		p.connMu.Lock()
+		defer p.connMu.Unlock()
+		return int64(len(p.conns))
+	}))
+	r.GetOrRegister("rpcxbatch.server.workers.parked", metrics.NewFunctionalGauge(func() int64 {
+		return int64(p.workers.idleCount())
+	}))
+}

@@ -35,6 +35,14 @@ func (t *tasks) run(f func()) {
 	f()
 }
 
+// add counts a goroutine that runs on its own (the janitor's timer) as
+// one of t's until it calls done.
+func (t *tasks) add() {
+	t.mu.Lock()
+	t.n++
+	t.mu.Unlock()
+}
+
 func (t *tasks) done() {
 	t.mu.Lock()
 	t.n--

@@ -56,9 +56,12 @@ type Plugin struct {
 	// WithIdleMemoryRelease).
 	release *idlemem.Watch
 	// tasks owns the connections' reply writers and send queues (owner.go).
-	tasks  tasks
-	feeder poolFeeder
-	pinger poolPinger
+	tasks tasks
+	// janitor trims parked goroutines and sheds quiet connections'
+	// buffers on the plugin's own clock (janitor.go).
+	janitor janitor
+	feeder  poolFeeder
+	pinger  poolPinger
 
 	// Graceful shutdown (see shutdown.go): rs is the rpcx server's state;
 	// draining is set once its Shutdown has begun; armed once a service
@@ -116,6 +119,9 @@ func New(s *server.Server, opts ...Option) (*Plugin, error) {
 		return nil, err
 	}
 	p.pinger.p = p
+	p.janitor.p = p
+	p.workers.parked = p.janitor.arm
+	p.registerGauges()
 	if o.IdleMemoryRelease > 0 {
 		p.release = idlemem.New(o.IdleMemoryRelease, p.workers.busy, func() { p.metrics.memoryReleases.Inc(1) })
 	}
@@ -216,12 +222,13 @@ func (p *Plugin) HandleConnClose(c net.Conn) bool {
 	return true
 }
 
-// HeartbeatRequest is rpcx's HeartbeatPlugin hook. Lanes send heartbeats
-// while they are quiet, so a quiet server still ends the goroutines it has
-// kept parked unused for a while (see workers), and the quiet connection
-// lets go of its reply buffers (see shed.go).
+// HeartbeatRequest is rpcx's HeartbeatPlugin hook. A lane sends a
+// heartbeat only when it has heard nothing for a while, so its reply path
+// has been quiet: the connection lets go of its reply buffers at once (see
+// shed.go), as the janitor would at its next look. It moves no clock: the
+// parked goroutines are trimmed on the plugin's own (janitor.go), never
+// faster for clients that send many heartbeats.
 func (p *Plugin) HeartbeatRequest(ctx context.Context, _ *protocol.Message) error {
-	p.workers.trim(time.Now())
 	if nc, ok := ctx.Value(server.RemoteConnContextKey).(net.Conn); ok {
 		p.connMu.Lock()
 		c := p.conns[nc]
@@ -241,24 +248,34 @@ func (p *Plugin) HeartbeatRequest(ctx context.Context, _ *protocol.Message) erro
 // Call entries still running finish on their own. Call it after
 // Server.Close or Shutdown when the process goes on without the server.
 func (p *Plugin) Close() error {
+	p.janitor.stop()
 	p.release.Stop()
 	p.workers.release(true)
 	p.tasks.wait()
 	return nil
 }
 
-// conn returns the batch state of c, creating it when absent. Only the
-// handshake creates it (when rpcx reads it, with a user pool, see
-// handshakeRead; otherwise in its handler), for the connection rpcx
-// finally serves (plugins added after this one may wrap or refuse what was
-// accepted), and HandleConnClose removes it.
+// conn returns the batch state of c, creating it when absent, or nil when
+// c is closed. Only the handshake creates it (when rpcx reads it, with a
+// user pool, see handshakeRead; otherwise in its handler), for the
+// connection rpcx finally serves (plugins added after this one may wrap or
+// refuse what was accepted), and HandleConnClose removes it.
+//
+// rpcx runs the handshake's handler on a goroutine of its own while its
+// read loop goes on, and a client that closes right after its handshake
+// makes that loop read EOF and run PostConnClose, often before the handler
+// runs: state made then would never be removed. So the state is made only
+// for a connection still marked a lane, under connMu, which
+// HandleConnClose takes after the mark is gone (hookContainer's
+// DoPostConnClose forgets the lane before it runs the hooks).
 func (p *Plugin) conn(c net.Conn) *conn {
 	p.connMu.Lock()
 	defer p.connMu.Unlock()
 	st := p.conns[c]
-	if st == nil {
+	if st == nil && p.hooks.isLane(c) {
 		st = newConn(p, c)
 		p.conns[c] = st
+		p.janitor.arm()
 	}
 	return st
 }
@@ -266,7 +283,10 @@ func (p *Plugin) conn(c net.Conn) *conn {
 func (p *Plugin) handshake(ctx *server.Context) error {
 	var st *conn
 	if c, _ := ctx.Get(server.RemoteConnContextKey).(net.Conn); c != nil {
-		st = p.conn(c)
+		if st = p.conn(c); st == nil {
+			// Closed already: nobody reads an answer.
+			return nil
+		}
 		// Reply frames stay within what this client reads.
 		if v, err := strconv.Atoi(ctx.Metadata()[codec.MetaMaxFrame]); err == nil && v > 0 {
 			st.maxReply.Store(int64(min(v, p.opts.MaxFrameBytes)))

@@ -30,6 +30,7 @@ func (c *conn) queueReply(rp codec.Reply, fr *frameHold, own bool) {
 		return
 	}
 	c.replies = append(c.replies, c.capReply(rp))
+	c.unwritten.Add(1)
 	c.nReply.Store(int32(len(c.replies)))
 	c.kickLocked(own && left == 0, true)
 }
@@ -144,6 +145,7 @@ func (c *conn) writeLoop(replyNow bool) {
 				c.c.Close()
 				return
 			}
+			c.unwritten.Add(-int64(n))
 			batch, credits, freed, notice, ping = batch[n:], 0, 0, false, false
 		}
 		c.replyMu.Lock()
@@ -222,6 +224,7 @@ func (c *conn) writeFrame(replies []codec.Reply, credits, freed int64, notice, p
 		c.c.Close()
 		return err
 	}
+	c.frames.Add(1)
 	// rpcx writes heartbeats and errors on this conn too. Without a write
 	// timeout of its own it never sets a deadline: clear ours. With one,
 	// it sets its own before each write, and a clear could land just

@@ -3,12 +3,26 @@ package batchserver
 // A connection keeps what its replies were written with for the next
 // ones: the frame buffer (up to 4 MiB), the reply slices and up to
 // maxKeptReplyBufs payload buffers, each sized by the busiest moment so
-// far; and the room of its send queue. A lane sends a heartbeat only when it has heard nothing from the
-// server for its heartbeat interval (half a second by default), so a
-// heartbeat means the connection's reply path has been quiet: then these
-// are let go, and a connection's memory follows its load down instead of
-// staying at its peak while it is kept open. The next reply allocates
-// what it needs anew.
+// far; and the room of its send queue. Once its reply path has been quiet
+// (no frame written between two of the janitor's looks, or a heartbeat
+// from the lane, which sends one only when it has heard nothing for its
+// heartbeat interval) these are let go, and a connection's memory follows
+// its load down instead of staying at its peak while it is kept open. The
+// next reply allocates what it needs anew.
+
+// shedIfQuiet sheds the connection once when it has written no frame since
+// the janitor's last look. Only the janitor's look calls it.
+func (c *conn) shedIfQuiet() {
+	n := c.frames.Load()
+	if n != c.seenFrames {
+		c.seenFrames, c.quietShed = n, false
+		return
+	}
+	if !c.quietShed {
+		c.quietShed = true
+		c.shed()
+	}
+}
 
 // shed lets go of the connection's reply buffers, unless a writer is at
 // work or replies are queued, and of its send queue's room, unless sends

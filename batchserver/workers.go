@@ -72,7 +72,7 @@ func (t task) run(fc *fastcodec.Codec) {
 // needed, up to maxIdleWorkers: a frame of a thousand entries starts a
 // thousand at once, and with fewer kept the next such frame made up the
 // difference anew (with 10,000 callers, a tenth of the CPU). Once a second
-// (trim, as goroutines park and at each client heartbeat) the need is
+// (trim, as goroutines park, and at the plugin's janitor's look) the need is
 // taken anew: the most goroutines busy at once since the last check, or
 // half the need before, whichever is more; parked goroutines beyond the
 // need, less those busy now, end, oldest first, and so does one parked
@@ -133,6 +133,10 @@ type workers struct {
 	lastTrim time.Time
 	parks    uint64
 	closed   bool
+
+	// parked, when set, is called as a goroutine parks (with mu held):
+	// the plugin's janitor then trims the parked on its own clock.
+	parked func()
 }
 
 // idleWorker is a parked goroutine: a task sent on ch runs on it, and a
@@ -399,7 +403,7 @@ func (w *workers) next() (task, bool) {
 // The clock is read at every checkEvery-th park only (time.Now was 2 % of
 // the server's CPU at 1,000 callers, one read per entry): a goroutine is
 // stamped with the time of the last trim, which parks under load and the
-// lanes' heartbeats when quiet keep within a second or so, so the idle
+// janitor's looks when quiet keep within a second or so, so the idle
 // timeout counts from a little before it parked.
 func (w *workers) park(ch chan task) bool {
 	w.mu.Lock()
@@ -415,6 +419,9 @@ func (w *workers) park(ch chan task) bool {
 		}
 	}
 	w.idle = append(w.idle, idleWorker{ch: ch, parked: w.lastTrim})
+	if w.parked != nil {
+		w.parked()
+	}
 	return true
 }
 
@@ -424,6 +431,16 @@ func (w *workers) trim(now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.trimLocked(now)
+}
+
+// trimDue trims unless a trim ran less than trimEvery ago (parks trim
+// too, under load): the janitor's look, once a second.
+func (w *workers) trimDue(now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if now.Sub(w.lastTrim) >= trimEvery*9/10 {
+		w.trimLocked(now)
+	}
 }
 
 func (w *workers) trimLocked(now time.Time) {

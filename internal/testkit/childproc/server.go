@@ -136,6 +136,30 @@ func serve(addr string) int {
 	return 5
 }
 
+// PluginState is what Probe.State reports of the child's batch plugin:
+// the connections it keeps batch state for and the goroutines its workers
+// keep parked (both 0 on a plain child).
+type PluginState struct {
+	Conns, Parked int64
+}
+
+// State reports the batch plugin's gauges.
+func (pr *Probe) State(_ context.Context, _ *testsvc.Args, r *PluginState) error {
+	*r = PluginState{}
+	if pr.p == nil {
+		return nil
+	}
+	read := func(name string) int64 {
+		g, _ := pr.p.Metrics().Get(name).(interface{ Value() int64 })
+		if g == nil {
+			return -1
+		}
+		return g.Value()
+	}
+	r.Conns, r.Parked = read("rpcxbatch.server.connections"), read("rpcxbatch.server.workers.parked")
+	return nil
+}
+
 // MemStats is what Probe.Mem reports of the child's memory.
 type MemStats struct {
 	HeapInuse, StackInuse, Sys uint64

@@ -177,6 +177,32 @@ var faults = []fault{
 			"if false && inflight+"}},
 		pkgs: []string{"./batchclient/...", "./batchserver/"},
 	},
+	{
+		// The janitor never looks: a silent lane keeps the burst's
+		// parked goroutines and its reply buffers.
+		name: "janitor-never-looks",
+		edits: []edit{{"batchserver/janitor.go",
+			"\t\tj.t = time.AfterFunc(janitorEvery, j.look)\n",
+			"\t\tj.t = time.AfterFunc(time.Hour, j.look)\n"}},
+		pkgs: []string{"./batchserver/"},
+	},
+	{
+		// Replies not yet written leave the window: a client that never
+		// reads makes the server hold every reply.
+		name: "unwritten-replies-out-of-window",
+		edits: []edit{{"batchserver/conn.go",
+			"c.inflight.Add(int64(len(entries))) + c.unwritten.Load()",
+			"c.inflight.Add(int64(len(entries)))"}},
+		pkgs: []string{"./batchserver/"},
+	},
+	{
+		// A closed connection's handshake makes its state anyway.
+		name: "handshake-state-after-close",
+		edits: []edit{{"batchserver/plugin.go",
+			"if st == nil && p.hooks.isLane(c) {",
+			"if st == nil {"}},
+		pkgs: []string{"./batchserver/"},
+	},
 }
 
 func main() {
