@@ -5,6 +5,7 @@ import (
 
 	"github.com/smallnest/rpcx/client"
 
+	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/dial"
 	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
 )
 
@@ -249,7 +250,7 @@ func (lp *lanePool) grow() {
 	if len(lp.lanes) >= lp.max || lp.moving != nil || time.Now().Before(lp.nextGrow) {
 		return
 	}
-	conn, hs, err := p.env.dial.Dial(p.stop)
+	conn, hs, err := p.env.dial.Dial(p.stop, dial.Attempt{})
 	if err != nil {
 		// The pool carries on as it is; a saturation a while later tries
 		// again (not at every one: a server refusing connections).
