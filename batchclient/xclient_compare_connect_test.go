@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -178,8 +179,9 @@ func hungOnRPCX() []hungOutcome {
 // TCP's retransmissions across a partition of 100 % loss, as the peers
 // see them). Its goroutines end when the test ends.
 type stallProxy struct {
-	ln     net.Listener
-	target string
+	ln       net.Listener
+	target   string
+	accepted atomic.Int64 // connections taken
 	mu     sync.Mutex
 	healed chan struct{} // closed while not cut
 	conns  []net.Conn
@@ -200,6 +202,7 @@ func startStallProxy(t *testing.T, target string) *stallProxy {
 			if err != nil {
 				return
 			}
+			p.accepted.Add(1)
 			p.track(c)
 			p.wg.Add(1)
 			go p.serve(c)
