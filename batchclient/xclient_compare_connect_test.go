@@ -182,10 +182,10 @@ type stallProxy struct {
 	ln       net.Listener
 	target   string
 	accepted atomic.Int64 // connections taken
-	mu     sync.Mutex
-	healed chan struct{} // closed while not cut
-	conns  []net.Conn
-	wg     sync.WaitGroup
+	mu       sync.Mutex
+	healed   chan struct{} // closed while not cut
+	conns    []net.Conn
+	wg       sync.WaitGroup
 }
 
 func startStallProxy(t *testing.T, target string) *stallProxy {
