@@ -273,7 +273,21 @@ func (p *peer) run() {
 			}
 		}
 
-		dead, lanes := p.serve(lanes)
+		dead, lanes, idle := p.serve(lanes)
+		if idle {
+			// Idle for rpcx's IdleTimeout: the connections close, as
+			// rpcx's does, and the next call connects afresh (a new
+			// peer), as rpcx's next call dials.
+			why := fmt.Errorf("%w: %s: idle for the option's IdleTimeout", ErrConnection, p.addr)
+			p.env.forget(p)
+			p.setState(stateForgotten, nil, why)
+			for _, l := range lanes {
+				l.Close(why)
+			}
+			p.env.pushLost(p.key, lanes[0].Conn().RemoteAddr(), why)
+			p.plain.Close()
+			return
+		}
 		if dead != nil && dead.Draining() {
 			// The server is shutting down gracefully (see drain.go).
 			drained := p.drainPool(lanes)

@@ -211,3 +211,43 @@ func TestXClientCompareRefusedAtAccept(t *testing.T) {
 }
 
 var _ = context.Background
+
+// Option.IdleTimeout (issue 43, item 17): rpcx's client drops a
+// connection nothing was read from for that long (its read deadline,
+// renewed at each message read and each send): the server sees the
+// connection close, the client runs ClientConnectionClose, and the next
+// call connects again. The drop-in's lanes do the same, with the same
+// hooks and the same connections on the server.
+func TestXClientCompareIdleTimeout(t *testing.T) {
+	var got [2][]string
+	for mi, m := range xcMakers {
+		cc := &connCounter{}
+		addr := startConnServer(t, nil, cc)
+		opt := client.DefaultOption
+		opt.IdleTimeout = 300 * time.Millisecond
+		d, err := client.NewPeer2PeerDiscovery("tcp@"+addr, "")
+		require.NoError(t, err)
+		xc := newCmpXClient(t, m, client.Failfast, client.RoundRobin, d, opt)
+		h := &hookRecorder{only: map[string]bool{"ConnCreated": true, "ClientConnected": true, "ClientConnectionClose": true}}
+		xc.GetPlugins().Add(h)
+		step := func(name string) {
+			var hooks []string
+			for _, e := range h.list() {
+				hook, _, _ := strings.Cut(e, " ")
+				hooks = append(hooks, hook)
+			}
+			got[mi] = append(got[mi], fmt.Sprintf("%s: hooks %v, server accepted %d, open %d", name, hooks, cc.accepted.Load(), cc.open.Load()))
+		}
+		var r CmpReply
+		require.NoError(t, xc.Call(ctxT(t, 5*time.Second), "Do", &CmpArgs{A: 1, B: 2}, &r))
+		step("after a call")
+		// Idle for over twice IdleTimeout: the connection is gone on both
+		// ends.
+		h.waitFor(t, "ClientConnectionClose")
+		require.Eventually(t, func() bool { return cc.open.Load() == 0 }, 5*time.Second, 5*time.Millisecond, "%s: the server's connection stayed open", m.name)
+		step("idle")
+		require.NoError(t, xc.Call(ctxT(t, 5*time.Second), "Do", &CmpArgs{A: 1, B: 2}, &r))
+		step("after the next call")
+	}
+	assert.Equal(t, got[0], got[1], "rpcx (expected) against the drop-in (actual)")
+}
