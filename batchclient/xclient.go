@@ -88,7 +88,9 @@ func newXClientWith(bc *Client, servicePath string, failMode client.FailMode, se
 	x.layout, x.layoutRead = rpcxlayout.ReadXClient(inner)
 	if !x.layoutRead {
 		layoutWarning.Do(func() {
-			log.Warnf("rpcxbatch: cannot read rpcx's XClient (this rpcx is not laid out as v1.9.4): every call of a drop-in XClient takes rpcx's own, slower path (batchclient.OwnCallPath reports it)")
+			// At rpcx's error level: its default logger drops warnings,
+			// and this is to be seen.
+			log.Errorf("rpcxbatch: cannot read rpcx's XClient (this rpcx is not laid out as v1.9.4): every call of a drop-in XClient takes rpcx's own, slower path (batchclient.OwnCallPath reports it)")
 		})
 	}
 	x.native = x.layoutRead && !option.Sticky
@@ -110,8 +112,8 @@ var layoutWarning sync.Once
 // call path where nothing can tell it from rpcx's (see docs/client.md):
 // false when this rpcx's XClient is not laid out as v1.9.4's, which the
 // drop-in then cannot read, and every call takes rpcx's own, slower path
-// (a warning is logged once, when the first such XClient is made), or
-// when xc is not the drop-in's.
+// (rpcx's logger says so once, at its error level, when the first such
+// XClient is made), or when xc is not the drop-in's.
 func OwnCallPath(xc client.XClient) bool {
 	x, ok := xc.(*xClient)
 	return ok && x.layoutRead
