@@ -40,6 +40,20 @@ type connHooks struct {
 	mu       sync.Mutex
 	builders []*builder
 	clients  map[string]map[*rpcClient]struct{}
+	// adopted are the connections made for lanes that plain clients took
+	// over (peer.adoptPlain), until they end: the RPCClients made with
+	// one are the plain client's, not the lanes'.
+	adopted map[net.Conn]struct{}
+}
+
+// plainAdopted records that a plain client of addr took over conn.
+func (h *connHooks) plainAdopted(_ string, conn net.Conn) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.adopted == nil {
+		h.adopted = make(map[net.Conn]struct{})
+	}
+	h.adopted[conn] = struct{}{}
 }
 
 func (h *connHooks) addBuilder(b *builder) {
@@ -124,9 +138,13 @@ func (h *connHooks) lost(addr string, lanes bool, conn net.Conn) {
 	h.mu.Lock()
 	var gone []*rpcClient
 	for rc := range h.clients[addr] {
-		if (lanes && rc.viaLanes) || (!lanes && !rc.viaLanes && rc.conn == conn) {
+		_, adopted := h.adopted[rc.conn]
+		if (lanes && rc.viaLanes && !adopted) || (!lanes && rc.conn == conn) {
 			gone = append(gone, rc)
 		}
+	}
+	if !lanes {
+		delete(h.adopted, conn)
 	}
 	h.mu.Unlock()
 	for _, rc := range gone {
@@ -142,14 +160,22 @@ func (h *connHooks) lost(addr string, lanes bool, conn net.Conn) {
 type plainPlugins struct {
 	h    *connHooks
 	addr string
+	// adopted is the connection the client took over (adoptPlain), for
+	// which ConnCreated has run already.
+	adopted net.Conn
 }
 
 var _ client.PluginContainer = plainPlugins{}
 
-func (p plainPlugins) Add(client.Plugin)                          {}
-func (p plainPlugins) Remove(client.Plugin)                       {}
-func (p plainPlugins) All() []client.Plugin                       { return nil }
-func (p plainPlugins) DoConnCreated(c net.Conn) (net.Conn, error) { return p.h.created(c) }
+func (p plainPlugins) Add(client.Plugin)    {}
+func (p plainPlugins) Remove(client.Plugin) {}
+func (p plainPlugins) All() []client.Plugin { return nil }
+func (p plainPlugins) DoConnCreated(c net.Conn) (net.Conn, error) {
+	if c == p.adopted {
+		return c, nil
+	}
+	return p.h.created(c)
+}
 func (p plainPlugins) DoConnCreateFailed(network, address string) {
 	p.h.createFailed(network, address)
 }

@@ -22,7 +22,11 @@ func (c *Client) laneConfig(addr string) lane.Config {
 		HeartbeatInterval: o.HeartbeatInterval,
 		HeartbeatTimeout:  o.HeartbeatTimeout,
 		SerializeType:     o.SerializeType,
-		CompressType:      o.CompressType,
+		// rpcx drops a connection nothing was read from (nor written to)
+		// for IdleTimeout; its own heartbeat counts as traffic.
+		IdleTimeout:    o.RPCX.IdleTimeout,
+		IdleHeartbeats: o.RPCX.Heartbeat && o.RPCX.HeartbeatInterval > 0,
+		CompressType:   o.CompressType,
 		Metrics: lane.Metrics{
 			Frames: m.frames, BatchSize: m.batchSize, QueueDepth: m.queueDepth,
 			ErrOverload: m.errOverload, ErrConn: m.errConn, ErrStale: m.errStale,

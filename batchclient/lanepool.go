@@ -5,6 +5,7 @@ import (
 
 	"github.com/smallnest/rpcx/client"
 
+	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/dial"
 	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
 )
 
@@ -133,9 +134,10 @@ func (p *peer) firstLanes(cap int) int {
 }
 
 // serve runs the pool until one of its lanes fails or begins to drain
-// (returned, with every lane the pool still has) or Stop (nil). It grows
-// and shrinks the pool with its load meanwhile.
-func (p *peer) serve(lanes []*lane.Lane) (dead *lane.Lane, all []*lane.Lane) {
+// (returned, with every lane the pool still has), Stop (nil), or the pool
+// has been idle for rpcx's Option.IdleTimeout (nil, idled). It grows and
+// shrinks the pool with its load meanwhile.
+func (p *peer) serve(lanes []*lane.Lane) (dead *lane.Lane, all []*lane.Lane, idled bool) {
 	lp := &lanePool{p: p, lanes: lanes, max: p.laneCap(lanes[0].Handshake().PoolSize),
 		nextGrow: time.Now().Add(growSettle), lastCheck: time.Now()}
 	lp.last = lp.load()
@@ -149,6 +151,12 @@ func (p *peer) serve(lanes []*lane.Lane) (dead *lane.Lane, all []*lane.Lane) {
 	fast := time.NewTicker(fencePoll)
 	fast.Stop()
 	var idle *time.Ticker
+	var idleC <-chan time.Time // the IdleTimeout check's ticks
+	if d := p.env.lane.IdleTimeout; d > 0 {
+		t := time.NewTicker(max(d/4, time.Millisecond))
+		defer t.Stop()
+		idleC = t.C
+	}
 	defer func() {
 		fast.Stop()
 		if idle != nil {
@@ -174,7 +182,7 @@ func (p *peer) serve(lanes []*lane.Lane) (dead *lane.Lane, all []*lane.Lane) {
 				fast.Stop()
 			}
 		}
-		var idleC <-chan time.Time
+		var laneIdleC <-chan time.Time
 		if p.env.lanes == 0 && len(lp.lanes) > p.firstLanes(lp.max) {
 			if idle == nil {
 				idle = time.NewTicker(p.env.laneIdle)
@@ -182,7 +190,7 @@ func (p *peer) serve(lanes []*lane.Lane) (dead *lane.Lane, all []*lane.Lane) {
 				lp.last = lp.load()
 				lp.saturated = false
 			}
-			idleC = idle.C
+			laneIdleC = idle.C
 		} else if idle != nil {
 			idle.Stop()
 			idle = nil
@@ -190,19 +198,36 @@ func (p *peer) serve(lanes []*lane.Lane) (dead *lane.Lane, all []*lane.Lane) {
 		select {
 		case <-p.laneDown:
 			if l := lp.failed(); l != nil {
-				return l, lp.all()
+				return l, lp.all(), false
 			}
 		case <-p.stop:
-			return nil, lp.all()
+			return nil, lp.all(), false
+		case <-idleC:
+			if lp.idleFor(p.env.lane.IdleTimeout) {
+				return nil, lp.all(), true
+			}
 		case <-p.saturated:
 			lp.saturated = true
 			lp.grow()
 		case <-fast.C:
 			lp.poll()
-		case <-idleC:
+		case <-laneIdleC:
 			lp.idleCheck()
 		}
 	}
+}
+
+// idleFor reports whether no lane of the pool has written a frame or read
+// a message for d (lane.LastTraffic): rpcx's client drops a connection
+// idle that long (Option.IdleTimeout), failing a call still waiting on it
+// as rpcx's read deadline does.
+func (lp *lanePool) idleFor(d time.Duration) bool {
+	for _, l := range lp.all() {
+		if time.Since(l.LastTraffic()) < d {
+			return false
+		}
+	}
+	return true
 }
 
 // failed returns the lane of the view that failed or drains, if any;
@@ -249,7 +274,7 @@ func (lp *lanePool) grow() {
 	if len(lp.lanes) >= lp.max || lp.moving != nil || time.Now().Before(lp.nextGrow) {
 		return
 	}
-	conn, hs, err := p.env.dial.Dial(p.stop)
+	conn, hs, err := p.env.dial.Dial(p.stop, dial.Attempt{})
 	if err != nil {
 		// The pool carries on as it is; a saturation a while later tries
 		// again (not at every one: a server refusing connections).

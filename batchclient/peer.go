@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync/atomic"
 	"time"
 
@@ -104,10 +105,11 @@ type peer struct {
 	// reprobe asks the manager of a plain peer to ask the server again
 	// whether it has the batch plugin (its plain connection broke).
 	reprobe chan struct{}
-	// demand is told when a call finds the peer down (see redial.go).
-	demand chan struct{}
-	stop   chan struct{}
-	done   chan struct{}
+	// demand is told when a call finds the peer down, demandNow when an
+	// XClient asks for a fresh connect (see redial.go).
+	demand, demandNow chan struct{}
+	stop              chan struct{}
+	done              chan struct{}
 }
 
 // peerView is one state of a peer: what pick and info read.
@@ -118,6 +120,12 @@ type peerView struct {
 	// moved, while the pool's last change in size has keys waiting for
 	// their old lanes, says which (lanepool.go).
 	moved *keyMove
+	// conn, in a connecting view, is the connection of the attempt under
+	// way once it is up (its TCP dial and TLS done, ConnCreated run) while
+	// the handshake runs; in a down view, that connection when the
+	// handshake then failed (closed). Only for attempts an XClient waits
+	// for (dial.Attempt.Early): rpcx's dial would have succeeded there.
+	conn net.Conn
 	// changed is closed when this view is replaced.
 	changed chan struct{}
 }
@@ -125,7 +133,7 @@ type peerView struct {
 func newPeer(env peerEnv, key, network, addr string) *peer {
 	p := &peer{env: env, key: key, network: network, addr: addr,
 		laneDown: make(chan struct{}, 64), saturated: make(chan struct{}, 1),
-		reprobe: make(chan struct{}, 1), demand: make(chan struct{}, 1),
+		reprobe: make(chan struct{}, 1), demand: make(chan struct{}, 1), demandNow: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	// Every lane of the pool tells this peer's manager when it fails, and
 	// when it cannot keep up alone.
@@ -156,8 +164,16 @@ func refusedHandshake(err error) bool {
 
 // setState publishes a new view; only the manager goroutine calls it.
 func (p *peer) setState(s peerState, lanes []*lane.Lane, err error) {
-	old := p.view.Swap(&peerView{state: s, lanes: lanes, err: err, changed: make(chan struct{})})
+	p.setView(&peerView{state: s, lanes: lanes, err: err})
+}
+
+// setView publishes v, whose changed it makes; only the manager goroutine
+// calls it.
+func (p *peer) setView(v *peerView) {
+	v.changed = make(chan struct{})
+	old := p.view.Swap(v)
 	close(old.changed)
+	s := v.state
 	if s != stateDown && s != stateConnecting {
 		// Back, plain, stopped or forgotten: no longer a server that is
 		// shutting down (see drain.go).
@@ -171,9 +187,12 @@ func (p *peer) run() {
 	defer close(p.done)
 	backoff, maxBackoff := p.env.reconnectMin, p.env.reconnectMax
 	first, plain := true, false
+	// early: the next attempt is one a caller waits for (the first, or an
+	// XClient's: see redial.go).
+	early := true
 	var downSince time.Time
 	for {
-		lanes, err := p.connect()
+		lanes, conn, err := p.connect(early && !plain)
 		switch {
 		case errors.Is(err, dial.ErrNoBatchService), refusedHandshake(err), err != nil && plain:
 			// A plain server, or one that was plain and could not be asked
@@ -184,6 +203,12 @@ func (p *peer) run() {
 			// plain rpcx, with the reply's metadata, a oneway call refused
 			// unanswered, and a call whose own metadata carries a token
 			// the server takes goes through.
+			if conn != nil {
+				// The connection the XClient's dial made: the plain
+				// client takes it over, as rpcx's client keeps the one it
+				// dialled.
+				p.adoptPlain(conn)
+			}
 			if !plain {
 				p.env.metrics.fallbacks.Inc(1)
 				p.setState(statePlain, nil, nil)
@@ -204,26 +229,33 @@ func (p *peer) run() {
 			if downSince.IsZero() {
 				downSince = time.Now()
 			}
-			p.setState(stateDown, nil, err)
-			if p.unused(downSince) {
-				// Down, and nobody has asked for it for a while: most
-				// likely a server that left for good (a discovery dropped
-				// it). Stop redialling it; a later call starts afresh.
-				p.env.forget(p)
-				p.setState(stateForgotten, nil, err)
-				// Its plain client too, and a dial of it under way (a
-				// SendRaw's): the peer is done with it.
-				p.plain.Close()
-				return
+			p.setView(&peerView{state: stateDown, err: err, conn: upConn(err, early)})
+			var wake redialWake
+			for wake = wakeIdle; wake == wakeIdle; {
+				if p.unused(downSince) {
+					// Down, and nobody has asked for it for a while: most
+					// likely a server that left for good (a discovery
+					// dropped it). Stop redialling it; a later call starts
+					// afresh.
+					p.env.forget(p)
+					p.setState(stateForgotten, nil, err)
+					// Its plain client too, and a dial of it under way (a
+					// SendRaw's): the peer is done with it.
+					p.plain.Close()
+					return
+				}
+				wake = p.waitRedial(backoff, redialsAlone(err))
 			}
-			if !p.waitRedial(backoff) {
+			if wake == wakeStop {
 				p.setState(stateStopped, nil, ErrStopped)
 				return
 			}
+			early = wake == wakeNow
 			backoff = min(backoff*2, maxBackoff)
 			p.setState(stateConnecting, nil, err)
 			continue
 		}
+		early = false
 		downSince = time.Time{}
 		if !first {
 			p.env.metrics.reconnects.Inc(1)
@@ -241,7 +273,21 @@ func (p *peer) run() {
 			}
 		}
 
-		dead, lanes := p.serve(lanes)
+		dead, lanes, idle := p.serve(lanes)
+		if idle {
+			// Idle for rpcx's IdleTimeout: the connections close, as
+			// rpcx's does, and the next call connects afresh (a new
+			// peer), as rpcx's next call dials.
+			why := fmt.Errorf("%w: %s: idle for the option's IdleTimeout", ErrConnection, p.addr)
+			p.env.forget(p)
+			p.setState(stateForgotten, nil, why)
+			for _, l := range lanes {
+				l.Close(why)
+			}
+			p.env.pushLost(p.key, lanes[0].Conn().RemoteAddr(), why)
+			p.plain.Close()
+			return
+		}
 		if dead != nil && dead.Draining() {
 			// The server is shutting down gracefully (see drain.go).
 			drained := p.drainPool(lanes)
@@ -276,16 +322,26 @@ func (p *peer) run() {
 }
 
 // connect dials and handshakes the pool's first lanes (lanepool.go).
-func (p *peer) connect() ([]*lane.Lane, error) {
+// early is dial.Attempt's: the first lane's connection is published in a
+// connecting view once it is up, and when the server turns out plain it
+// is returned with the error, for the plain client to take over.
+func (p *peer) connect(early bool) ([]*lane.Lane, net.Conn, error) {
 	d := &p.env.dial
-	conn, hs, err := d.Dial(p.stop)
+	a := dial.Attempt{Early: early}
+	if early {
+		a.Up = func(conn net.Conn) { p.setView(&peerView{state: stateConnecting, conn: conn}) }
+	}
+	conn, hs, err := d.Dial(p.stop, a)
 	if err != nil {
-		return nil, err
+		return nil, conn, err
 	}
 	n := p.firstLanes(p.laneCap(hs.PoolSize))
 	lanes := []*lane.Lane{lane.New(p.env.lane, p.key, conn, hs)}
 	for len(lanes) < n {
-		conn, hs2, err := d.Dial(p.stop)
+		conn, hs2, err := d.Dial(p.stop, dial.Attempt{Early: early})
+		if conn != nil && err != nil {
+			conn.Close() // plain: the pool's first lane found the plugin
+		}
 		if err == nil && hs2.Incarnation != hs.Incarnation {
 			conn.Close()
 			err = fmt.Errorf("%w: server restarted while the pool was being built", ErrConnection)
@@ -294,11 +350,11 @@ func (p *peer) connect() ([]*lane.Lane, error) {
 			for _, l := range lanes {
 				l.Close(err)
 			}
-			return nil, err
+			return nil, nil, err
 		}
 		lanes = append(lanes, lane.New(p.env.lane, p.key, conn, hs2))
 	}
-	return lanes, nil
+	return lanes, nil, nil
 }
 
 // pick returns a lane for the call, or the plain client (in use until its

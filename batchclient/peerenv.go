@@ -71,6 +71,9 @@ type peerEnv struct {
 	// newPlainClient makes the (unconnected) plain rpcx client of addr,
 	// with its server-message channel.
 	newPlainClient func(addr string) *client.Client
+	// plainAdopted records that the plain client of addr took over conn,
+	// a connection made for lanes (adoptPlain).
+	plainAdopted func(addr string, conn net.Conn)
 }
 
 // peerMetrics are the Client's instruments a peer counts.
@@ -109,6 +112,7 @@ func (c *Client) peerEnv(key, network, host string) peerEnv {
 		drainMark:      c.drains.mark,
 		drainClear:     c.drains.clear,
 		newPlainClient: c.newPlainClient,
+		plainAdopted:   c.conns.plainAdopted,
 	}
 }
 

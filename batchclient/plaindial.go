@@ -2,6 +2,7 @@ package batchclient
 
 import (
 	"context"
+	"net"
 	"time"
 
 	"github.com/smallnest/rpcx/client"
@@ -48,6 +49,34 @@ func newPlainSlot(p *peer) *plainconn.Slot {
 			}
 		},
 	})
+}
+
+// adoptPlain makes conn, the connection an XClient's connect made to a
+// server that turned out plain (ConnCreated has run for it), the peer's
+// plain rpcx client's, as rpcx's client keeps the connection it dialled:
+// one connection, and one ConnCreated, as on plain rpcx. When the slot has
+// a client already, or the application dials with a connection factory of
+// its own, conn is closed.
+func (p *peer) adoptPlain(conn net.Conn) {
+	if plainconn.AppFactory(p.network) {
+		// rpcx would dial with the application's factory: so does the
+		// plain client.
+		conn.Close()
+		return
+	}
+	pc := p.env.newPlainClient(p.key)
+	if pp, ok := pc.Plugins.(plainPlugins); ok {
+		pp.adopted = conn
+		pc.Plugins = pp
+	}
+	if err := plainconn.Adopt(pc, p.addr, conn); err != nil {
+		return
+	}
+	if !p.plain.Install(pc) {
+		pc.Close()
+		return
+	}
+	p.env.plainAdopted(p.key, conn)
 }
 
 // plainRef is a plain rpcx client in use by one call; done ends the use.

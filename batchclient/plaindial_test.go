@@ -4,6 +4,7 @@ package batchclient_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
 	"testing"
@@ -22,10 +23,11 @@ import (
 // accepts no more, so the kernel's accept queue fills up.
 type gatedListener struct {
 	net.Listener
-	mu     sync.Mutex
-	left   int
-	closed chan struct{}
-	once   sync.Once
+	mu       sync.Mutex
+	left     int
+	accepted []net.Conn
+	closed   chan struct{}
+	once     sync.Once
 }
 
 func (g *gatedListener) Accept() (net.Conn, error) {
@@ -37,7 +39,22 @@ func (g *gatedListener) Accept() (net.Conn, error) {
 		<-g.closed
 		return nil, net.ErrClosed
 	}
-	return g.Listener.Accept()
+	c, err := g.Listener.Accept()
+	if err == nil {
+		g.mu.Lock()
+		g.accepted = append(g.accepted, c)
+		g.mu.Unlock()
+	}
+	return c, err
+}
+
+// dropAccepted closes the connections the server took.
+func (g *gatedListener) dropAccepted() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range g.accepted {
+		c.Close()
+	}
 }
 
 func (g *gatedListener) Close() error {
@@ -55,11 +72,20 @@ func startSYNDroppingPlainServer(t *testing.T) string {
 	require.NoError(t, s.RegisterName("Arith", new(testsvc.Arith), ""))
 	go s.ServeListener("tcp", ln)
 	t.Cleanup(func() { s.Close(); ln.Close() })
-	return ln.Addr().String()
+	addr := ln.Addr().String()
+	synDropping.Store(addr, ln)
+	t.Cleanup(func() { synDropping.Delete(addr) })
+	return addr
 }
 
+// synDropping holds the listener of each startSYNDroppingPlainServer
+// address.
+var synDropping sync.Map
+
 // plainPeer returns a client that has found addr plain (its handshake was
-// answered, and the accept queue is full since).
+// answered, and the accept queue is full since) and whose plain client
+// has lost the connection it had: the handshake's, which it took over.
+// Its next call dials, and the dial hangs.
 func plainPeer(t *testing.T, addr string, opts ...batchclient.Option) *batchclient.Client {
 	t.Helper()
 	c, err := batchclient.New(opts...)
@@ -71,7 +97,20 @@ func plainPeer(t *testing.T, addr string, opts ...batchclient.Option) *batchclie
 		time.Sleep(5 * time.Millisecond)
 	}
 	synstall.Fill(t, addr)
-	return c
+	ln, _ := synDropping.Load(addr)
+	ln.(*gatedListener).dropAccepted()
+	// Until the plain client has seen its connection end, a call fails
+	// on it at once; then it waits for the dial.
+	for {
+		require.True(t, time.Now().Before(deadline), "the plain connection did not end")
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		err := c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 3}, &testsvc.Reply{})
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			return c
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // Calls over the plain fallback each return by their own deadline while

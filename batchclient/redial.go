@@ -2,6 +2,8 @@ package batchclient
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -17,8 +19,34 @@ import (
 // server that restarts (a rolling restart) is back a moment later, and
 // plain rpcx redials it at the next call: a peer that calls ask for is
 // redialled after ReconnectMin instead of waiting out the whole backoff,
-// so the restarted server takes calls again at once. A peer nobody asks
-// for keeps the exponential backoff.
+// and at once when an XClient asks (GenerateClient, where rpcx's XClient
+// dials: rpcx's refused dial costs well under a millisecond, and a Failover
+// or Failtry loop over a refusing server must cost no more on the
+// drop-in). A peer nobody asks for keeps the exponential backoff.
+//
+// A server that failed in a way a later try will meet again is not
+// redialled in the background at all, only when a call asks: one whose
+// TLS handshake failed (a certificate the client does not trust is not
+// transient; rpcx makes one handshake per call), or one that took the
+// connection and never answered the lane handshake (a hung process, whose
+// every connection would hang the handshake for its timeout). A server
+// that took the connection and closed it is redialled as one that
+// refused it: most often a process dying or restarting.
+
+// redialWake is why waitRedial returned.
+type redialWake int
+
+const (
+	// wakeStop: the peer is stopping.
+	wakeStop redialWake = iota
+	// wakeIdle: nothing asked for the peer, and it does not redial alone;
+	// time to see whether it is unused (ForgetDown).
+	wakeIdle
+	// wakeTimer: the backoff ran out, or a call asked ReconnectMin ago.
+	wakeTimer
+	// wakeNow: an XClient asked for a fresh connect: at once.
+	wakeNow
+)
 
 // wanted tells the manager, without blocking, that a call found the peer
 // down.
@@ -29,29 +57,79 @@ func (p *peer) wanted() {
 	}
 }
 
-// waitRedial waits before the next connect attempt: backoff, or
-// ReconnectMin when a call asks for the peer meanwhile. It reports false
-// on Stop.
-func (p *peer) waitRedial(backoff time.Duration) bool {
-	t := time.NewTimer(backoff)
+// wantedNow tells the manager, without blocking, that an XClient waits for
+// a fresh connect.
+func (p *peer) wantedNow() {
+	select {
+	case p.demandNow <- struct{}{}:
+	default:
+	}
+}
+
+// waitRedial waits before the next connect attempt: backoff (when alone;
+// otherwise ForgetDown, to look whether the peer went unused, wakeIdle),
+// ReconnectMin when a call asks for the peer meanwhile, and not at all
+// when an XClient asks.
+func (p *peer) waitRedial(backoff time.Duration, alone bool) redialWake {
+	timeout := backoff
+	if !alone {
+		timeout = p.env.forgetDown
+	}
+	t := time.NewTimer(timeout)
 	defer t.Stop()
 	start := time.Now()
 	select {
 	case <-p.stop:
-		return false
+		return wakeStop
 	case <-t.C:
-		return true
+		if !alone {
+			return wakeIdle
+		}
+		return wakeTimer
+	case <-p.demandNow:
+		return wakeNow
 	case <-p.demand:
 	}
 	if wait := p.env.reconnectMin - time.Since(start); wait > 0 {
 		t.Reset(wait)
 		select {
 		case <-p.stop:
-			return false
+			return wakeStop
+		case <-p.demandNow:
+			return wakeNow
 		case <-t.C:
 		}
 	}
-	return true
+	return wakeTimer
+}
+
+// redialsAlone reports whether a peer whose connect failed with err
+// redials in the background: not after a TLS handshake that failed, nor
+// after a lane handshake that timed out (see above).
+func redialsAlone(err error) bool {
+	var up *dial.UpError
+	var ne net.Error
+	if errors.As(err, &up) && errors.As(up.Err, &ne) && ne.Timeout() {
+		return false
+	}
+	var cv *tls.CertificateVerificationError
+	var alert tls.AlertError
+	var rh tls.RecordHeaderError
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	var ci x509.CertificateInvalidError
+	return !errors.As(err, &cv) && !errors.As(err, &alert) && !errors.As(err, &rh) &&
+		!errors.As(err, &ua) && !errors.As(err, &hn) && !errors.As(err, &ci)
+}
+
+// upConn is the connection of a failed attempt that an XClient waited for
+// (early) and that failed once the connection was up, or nil.
+func upConn(err error, early bool) net.Conn {
+	var up *dial.UpError
+	if early && errors.As(err, &up) {
+		return up.Conn
+	}
+	return nil
 }
 
 // A fresh outcome for rpcx's XClient. When rpcx asks the builder for a
@@ -60,14 +138,19 @@ func (p *peer) waitRedial(backoff time.Duration) bool {
 // after a restart is found by the very next try. The drop-in waits for
 // the outcome of a connect attempt made after it asked: the pool under
 // way, or, when the last attempt failed before it asked, the next one,
-// which it asks for (wanted: made at once, or ReconnectMin after the last
-// failure). A failure it returns is that fresh attempt's, never one
-// cached from before the restart.
+// which it asks for at once (wantedNow). A failure it returns is that
+// fresh attempt's, never one cached from before the restart. Its outcome
+// is what rpcx's dial decides, no more: a connection up (TCP and TLS) is
+// a success, as it is for rpcx, and the calls then wait for the lane
+// handshake, each within its own context; a server that takes the
+// connection and never answers costs a caller its deadline, as on rpcx,
+// not the handshake's timeout.
 
-// awaitFresh waits, within ctx, until the peer is connected or plain, or
-// an attempt that was under way or begun after it was called has failed,
-// and returns that view (its err is the failure).
-func (p *peer) awaitFresh(ctx context.Context) (*peerView, error) {
+// awaitFresh waits, within ctx, until the peer is connected or plain, the
+// connection of an attempt an XClient waits for is up (unless full), or an
+// attempt that was under way or begun after it was called has failed, and
+// returns that view (its err is the failure).
+func (p *peer) awaitFresh(ctx context.Context, full bool) (*peerView, error) {
 	v := p.view.Load()
 	stale := v
 	for {
@@ -75,12 +158,16 @@ func (p *peer) awaitFresh(ctx context.Context) (*peerView, error) {
 		switch v.state {
 		case stateBatch, statePlain:
 			return v, nil
+		case stateConnecting:
+			if v.conn != nil && !full {
+				return v, nil
+			}
 		case stateDown:
 			if v != stale {
 				return v, v.err
 			}
 			// Failed before we asked: ask for another attempt now.
-			p.wanted()
+			p.wantedNow()
 		case stateStopped:
 			return v, ErrStopped
 		case stateForgotten:
@@ -110,8 +197,12 @@ type freshConn struct {
 // outcome (see awaitFresh). A failure to connect is returned as
 // ErrPeerDown wrapping the cause, or as the server's refusal (its
 // AuthFunc) as plain rpcx gives it; connectFailed reports whether it was
-// the connect itself that failed (rpcx's ConnCreateFailed case).
-func (c *Client) connectFresh(ctx context.Context, addr string) (fc freshConn, connectFailed bool, err error) {
+// the connect itself that failed (rpcx's ConnCreateFailed case). A
+// connection that came up is a success even if the lane handshake on it
+// is under way or failed since: rpcx's dial succeeded there, and the
+// calls meet the outcome. With full, the handshake's outcome is waited
+// for too.
+func (c *Client) connectFresh(ctx context.Context, addr string, full bool) (fc freshConn, connectFailed bool, err error) {
 	for try := 0; ; try++ {
 		if err := c.Start(addr); err != nil {
 			return fc, false, err
@@ -123,9 +214,12 @@ func (c *Client) connectFresh(ctx context.Context, addr string) (fc freshConn, c
 		if p == nil {
 			return fc, false, ErrStopped
 		}
-		v, err := p.awaitFresh(ctx)
+		v, err := p.awaitFresh(ctx, full)
 		if errors.Is(err, errForgotten) && try < 3 {
 			continue
+		}
+		if v.conn != nil && (v.state == stateConnecting || v.state == stateDown) {
+			return freshConn{conn: v.conn, viaLanes: true}, false, nil
 		}
 		if err != nil {
 			var se client.ServiceError
@@ -139,7 +233,8 @@ func (c *Client) connectFresh(ctx context.Context, addr string) (fc freshConn, c
 			return freshConn{conn: v.lanes[0].Conn(), viaLanes: true}, false, nil
 		}
 		// Plain: rpcx's Client would dial now; so does the fallback, and
-		// its connection is the one reported.
+		// its connection is the one reported (the one the XClient's
+		// connect made, when the plain client took it over).
 		pr, err := p.usePlain(ctx)
 		if err != nil {
 			return fc, false, err
@@ -148,4 +243,16 @@ func (c *Client) connectFresh(ctx context.Context, addr string) (fc freshConn, c
 		pr.done()
 		return freshConn{conn: conn}, false, nil
 	}
+}
+
+// ready reports whether calls to addr go out at once: its lane pool is up
+// or it is plain (rpcx's dial would have returned, and its send would be
+// under way).
+func (c *Client) ready(addr string) bool {
+	p, ok := c.live.Load(addr)
+	if !ok {
+		return false
+	}
+	s := p.(*peer).view.Load().state
+	return s == stateBatch || s == statePlain
 }

@@ -24,8 +24,9 @@ func WithCompress(ct protocol.CompressType) Option {
 	return func(o *Options) { o.CompressType = ct }
 }
 
-// WithTCPKeepAlive sets the TCP keep-alive period of lanes (0: Go's
-// default; negative: off).
+// WithTCPKeepAlive sets the TCP keep-alive period of lanes over plain TCP
+// (over TLS they keep Go's default, as rpcx's connections do); 0 keeps
+// Go's default, and a negative period turns keep-alive off, over TLS too.
 func WithTCPKeepAlive(d time.Duration) Option {
 	return func(o *Options) { o.TCPKeepAlivePeriod = d }
 }
@@ -40,7 +41,10 @@ func WithTCPKeepAlive(d time.Duration) Option {
 //     handshake (DialTimeout), as in rpcx. The lane handshake with the
 //     batch plugin is an rpcx request, which waits for a worker of a
 //     server pool as rpcx's calls do: HandshakeTimeout bounds it.
-//   - TCPKeepAlivePeriod, when not zero, is the lanes' keep-alive period.
+//   - TCPKeepAlivePeriod, when above zero, is the keep-alive period of
+//     lanes over plain TCP, as rpcx applies it to a *net.TCPConn only;
+//     over TLS, and with a period of zero or below, lanes keep Go's
+//     default keep-alive, as rpcx's connection does.
 //   - Heartbeat with a HeartbeatInterval above zero tunes the lanes' own
 //     heartbeat: a lane quiet for HeartbeatInterval sends one, and a peer
 //     heard nothing from for HeartbeatInterval + MaxWaitForHeartbeat
@@ -64,7 +68,7 @@ func FromRPCX(option client.Option) Option {
 		if option.ConnectTimeout > 0 {
 			o.DialTimeout = option.ConnectTimeout
 		}
-		if option.TCPKeepAlivePeriod != 0 {
+		if option.TCPKeepAlivePeriod > 0 {
 			o.TCPKeepAlivePeriod = option.TCPKeepAlivePeriod
 		}
 		if option.Heartbeat && option.HeartbeatInterval > 0 {

@@ -12,13 +12,20 @@ import (
 	"time"
 
 	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/log"
 	"github.com/smallnest/rpcx/protocol"
+	"github.com/smallnest/rpcx/share"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
 	"github.com/rpcxbatch/rpcxbatch/codec"
 	"github.com/rpcxbatch/rpcxbatch/internal/follow"
 	"github.com/rpcxbatch/rpcxbatch/internal/rpcxlayout"
 )
+
+// connectSlack is what GenerateClient waits for a connect beyond
+// DialTimeout: the time for the peer's manager to begin the attempt (it
+// may be finishing a lane handshake of an attempt of its own).
+const connectSlack = time.Second
 
 // networkSeq numbers the rpcx network names the drop-in XClients register,
 // one per XClient (rpcx keeps its client builders in a global table).
@@ -66,7 +73,7 @@ func NewXClientWith(bc *Client, servicePath string, failMode client.FailMode, se
 func newXClientWith(bc *Client, servicePath string, failMode client.FailMode, selectMode client.SelectMode, discovery client.ServiceDiscovery, option client.Option, ch chan<- *protocol.Message) *xClient {
 	network := fmt.Sprintf("rpcxbatch%d", networkSeq.Add(1))
 	b := &builder{bc: bc, cache: make(map[string]client.RPCClient), genBreaker: option.GenBreaker,
-		connectWait: bc.opts.DialTimeout + bc.opts.HandshakeTimeout, ch: ch}
+		connectWait: bc.opts.DialTimeout + connectSlack, ch: ch}
 	client.RegisterCacheClientBuilder(network, b)
 	d := newBatchDiscovery(discovery, network, option.Group)
 	var inner client.XClient
@@ -78,8 +85,15 @@ func newXClientWith(bc *Client, servicePath string, failMode client.FailMode, se
 	x := &xClient{XClient: inner, bc: bc, disc: d, b: b, servicePath: servicePath, failMode: failMode, option: option}
 	// The native path (xclient_native.go) reads rpcx's selector; without
 	// it, or with a sticky server, every call goes through rpcx's XClient.
-	x.layout, x.native = rpcxlayout.ReadXClient(inner)
-	x.native = x.native && !option.Sticky
+	x.layout, x.layoutRead = rpcxlayout.ReadXClient(inner)
+	if !x.layoutRead {
+		layoutWarning.Do(func() {
+			// At rpcx's error level: its default logger drops warnings,
+			// and this is to be seen.
+			log.Errorf("rpcxbatch: cannot read rpcx's XClient (this rpcx is not laid out as v1.9.4): every call of a drop-in XClient takes rpcx's own, slower path (batchclient.OwnCallPath reports it)")
+		})
+	}
+	x.native = x.layoutRead && !option.Sticky
 	x.randomSelect = selectMode == client.RandomSelect
 	b.plugins = x.GetPlugins
 	// The user's plugins see the servers' keys as rpcx gives them
@@ -87,6 +101,22 @@ func newXClientWith(bc *Client, servicePath string, failMode client.FailMode, se
 	x.SetPlugins(inner.GetPlugins())
 	bc.conns.addBuilder(b)
 	return x
+}
+
+// layoutWarning says, once per process, that rpcx's XClient could not be
+// read.
+var layoutWarning sync.Once
+
+// OwnCallPath reports whether xc, made by NewXClient, NewXClientWith or
+// NewBidirectionalXClient, runs Call, Go and Oneshot on the drop-in's own
+// call path where nothing can tell it from rpcx's (see docs/client.md):
+// false when this rpcx's XClient is not laid out as v1.9.4's, which the
+// drop-in then cannot read, and every call takes rpcx's own, slower path
+// (rpcx's logger says so once, at its error level, when the first such
+// XClient is made), or when xc is not the drop-in's.
+func OwnCallPath(xc client.XClient) bool {
+	x, ok := xc.(*xClient)
+	return ok && x.layoutRead
 }
 
 // xClient is rpcx's own XClient over a discovery that points its tcp
@@ -108,6 +138,8 @@ type xClient struct {
 	// with, the token Auth set, and whether Close was called.
 	layout rpcxlayout.XClient
 	native bool
+	// layoutRead says rpcxlayout could read rpcx's XClient (OwnCallPath).
+	layoutRead bool
 	// randomSelect says rpcx's selector is its random one (selectKey).
 	randomSelect bool
 	servicePath  string
@@ -169,7 +201,7 @@ type builder struct {
 	genBreaker func() client.Breaker
 	breakers   sync.Map
 	// connectWait bounds how long GenerateClient waits for a connect
-	// attempt's outcome (the lanes' dial and handshake bounds).
+	// attempt's outcome (the lanes' dial bound, and connectSlack).
 	connectWait time.Duration
 	// ch is the XClient's bidirectional channel, or nil.
 	ch chan<- *protocol.Message
@@ -224,10 +256,22 @@ func (b *builder) DeleteCachedClient(c client.RPCClient, k, _, _ string) {
 // GenerateClient is where rpcx's own XClient dials a server: the first
 // call to it, and every retry after a call failed on a connection. The
 // drop-in waits there for a connect attempt's outcome (a fresh one, see
-// connectFresh) and fails as rpcx's dial fails, feeding the breaker of
-// Option.GenBreaker as rpcx does; the RPCClient it returns carries the
-// connection rpcx hands to its ClientConnected plugins.
+// connectFresh), as long as rpcx's dial would take (the dial and TLS; the
+// lane handshake is the calls' to wait for, each within its context), and
+// fails as rpcx's dial fails, feeding the breaker of Option.GenBreaker as
+// rpcx does; the RPCClient it returns carries the connection rpcx hands to
+// its ClientConnected plugins.
 func (b *builder) GenerateClient(k, _, _ string) (client.RPCClient, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.connectWait)
+	defer cancel()
+	return b.generate(ctx, k, false, false)
+}
+
+// generate is GenerateClient, waiting within ctx: the caller's context
+// when callers is set (the drop-in's own call path), which then ends the
+// wait with the context's error as rpcx's caller gets it, a failure of no
+// connect. full waits for the lane handshake's outcome too.
+func (b *builder) generate(ctx context.Context, k string, callers, full bool) (client.RPCClient, error) {
 	_, hostport, _ := strings.Cut(k, "@")
 	b.mu.Lock()
 	bc := b.bc
@@ -245,11 +289,12 @@ func (b *builder) GenerateClient(k, _, _ string) (client.RPCClient, error) {
 		// client dialled below takes the channel registered when it is made.
 		bc.push.register(hostport, rc, b, b.ch)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), b.connectWait)
-	defer cancel()
-	fc, connectFailed, err := bc.connectFresh(ctx, hostport)
+	fc, connectFailed, err := bc.connectFresh(ctx, hostport, full)
 	if err != nil {
 		bc.push.unregister(hostport, rc)
+		if callers && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		if connectFailed {
 			if pc := b.plugins(); pc != nil {
 				pc.DoConnCreateFailed("tcp", hostport)
@@ -263,6 +308,15 @@ func (b *builder) GenerateClient(k, _, _ string) (client.RPCClient, error) {
 	rc.conn, rc.viaLanes = fc.conn, fc.viaLanes
 	bc.conns.addClient(hostport, rc)
 	return rc, nil
+}
+
+// ownMetadata is ctx with a copy of its request metadata map, if it has
+// one, for a send made on a goroutine after the caller has its map back.
+func ownMetadata(ctx context.Context) context.Context {
+	if m, ok := ctx.Value(lane.ReqMetaKey).(map[string]string); ok {
+		return context.WithValue(ctx, share.ReqMetaDataKey, lane.CopyMetadata(ctx, m))
+	}
+	return ctx
 }
 
 // breaker returns the breaker of server key k, made on first use, or nil
@@ -341,6 +395,17 @@ func (r *rpcClient) Go(ctx context.Context, servicePath, serviceMethod string, a
 			done = make(chan *client.Call, 1)
 		}
 		call := &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args, Done: done}
+		if !r.bc.ready(r.addr) {
+			// rpcx sends on a goroutine of its own: its caller does not
+			// wait for the connection's first answer, nor does this one
+			// for the lane handshake.
+			ctx = ownMetadata(ctx)
+			go func() {
+				call.Error = r.bc.Cast(ctx, r.addr, servicePath, serviceMethod, args)
+				lane.Deliver(call)
+			}()
+			return call
+		}
 		call.Error = r.bc.Cast(ctx, r.addr, servicePath, serviceMethod, args)
 		lane.Deliver(call) // never blocks the caller, as rpcx's Call.done
 		return call

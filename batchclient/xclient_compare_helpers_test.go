@@ -272,6 +272,13 @@ func newCmpXClient(t *testing.T, m xcMaker, fm client.FailMode, sm client.Select
 	t.Helper()
 	xc := m.mk("Cmp", fm, sm, d, opt)
 	t.Cleanup(func() { xc.Close() })
+	if m.name == "drop-in" {
+		// What is compared is the drop-in's own call path: were rpcx's
+		// XClient laid out otherwise than v1.9.4's, every call would
+		// quietly go through rpcx's, and these tests would compare rpcx
+		// with itself.
+		require.True(t, batchclient.OwnCallPath(xc), "the drop-in cannot read rpcx's XClient: its calls take rpcx's path")
+	}
 	return xc
 }
 

@@ -33,7 +33,11 @@ import (
 //     lock (selectRandom);
 //   - Failfast, Failtry and Failover retry as rpcx's loop does, removing
 //     and redialling the connection as rpcx's removeClient and
-//     getCachedClient do.
+//     getCachedClient do, except that the connect is waited for outside
+//     rpcx's lock and within the caller's context: a server whose connect
+//     hangs stalls no call to another server (rpcx v1.9.4 dials under
+//     its XClient's lock), and a caller waits for it no longer than its
+//     deadline.
 //
 // It runs only while the XClient has no plugins of the user's (rpcx's
 // wrapCall would run PreCall and PostCall around each attempt), no
@@ -109,7 +113,7 @@ func (x *xClient) firstAttempt(ctx context.Context, serviceMethod string, args a
 		return ctx, "", nil, false, nil
 	}
 	ctx, st = x.callMetadata(ctx)
-	c, err = x.chosenClient(k, ch)
+	c, err = x.chosenClient(ctx, k, ch)
 	if err == nil && x.failMode != client.Failfast && x.option.Retries < 0 {
 		c = nil
 	}
@@ -191,7 +195,7 @@ func (x *xClient) retryAfter(ctx context.Context, st bool, k string, c client.RP
 			x.removeClient(k, c)
 		}
 		if x.failMode == client.Failtry {
-			c, e = x.cachedClient(k)
+			c, e = x.cachedClient(ctx, k)
 			time.Sleep(x.option.RetryInterval)
 		} else {
 			time.Sleep(x.option.RetryInterval)
@@ -231,7 +235,7 @@ func (x *xClient) Go(ctx context.Context, serviceMethod string, args, reply any,
 		return x.XClient.Go(ctx, serviceMethod, args, reply, done)
 	}
 	ctx, st := x.callMetadata(ctx)
-	c, err := x.chosenClient(k, ch)
+	c, err := x.chosenClient(ctx, k, ch)
 	if err != nil {
 		return nil, err
 	}
@@ -245,6 +249,15 @@ func (x *xClient) Go(ctx context.Context, serviceMethod string, args, reply any,
 	if reply == nil {
 		// rpcx sends a call without a reply value as oneway (rpcClient.Go).
 		call := &client.Call{ServicePath: x.servicePath, ServiceMethod: serviceMethod, Args: args, Done: done}
+		if !rc.bc.ready(rc.addr) {
+			// As Oneshot below.
+			ctx = ownMetadata(ctx)
+			go func() {
+				call.Error = rc.bc.cast(ctx, rc.addr, x.servicePath, serviceMethod, args, st)
+				lane.Deliver(call)
+			}()
+			return call, nil
+		}
 		call.Error = rc.bc.cast(ctx, rc.addr, x.servicePath, serviceMethod, args, st)
 		lane.Deliver(call)
 		return call, nil
@@ -264,11 +277,18 @@ func (x *xClient) Oneshot(ctx context.Context, serviceMethod string, args any) e
 		return x.XClient.Oneshot(ctx, serviceMethod, args)
 	}
 	ctx, st := x.callMetadata(ctx)
-	c, err := x.chosenClient(k, ch)
+	c, err := x.chosenClient(ctx, k, ch)
 	if err != nil {
 		return err
 	}
 	if rc, ok := c.(*rpcClient); ok {
+		if !rc.bc.ready(rc.addr) {
+			// rpcx sends on a goroutine of its own, and returns once its
+			// dial is done: the lane handshake is not waited for either.
+			ctx = ownMetadata(ctx)
+			go func() { _ = rc.bc.cast(ctx, rc.addr, x.servicePath, serviceMethod, args, st) }()
+			return nil
+		}
 		_ = rc.bc.cast(ctx, rc.addr, x.servicePath, serviceMethod, args, st)
 	} else {
 		c.Go(ctx, x.servicePath, serviceMethod, args, nil, nil)
@@ -385,7 +405,7 @@ func (x *xClient) selectClient(ctx context.Context, serviceMethod string, args a
 	if k == "" {
 		return "", nil, client.ErrXClientNoServer
 	}
-	c, err := x.chosenClient(k, ch)
+	c, err := x.chosenClient(ctx, k, ch)
 	return k, c, err
 }
 
@@ -394,14 +414,14 @@ func (x *xClient) selectClient(ctx context.Context, serviceMethod string, args a
 // found, while it is open (the builder caches no other for the key then:
 // it replaces only a closing one), else cachedClient's, kept in the
 // choice.
-func (x *xClient) chosenClient(k string, ch *choice) (client.RPCClient, error) {
+func (x *xClient) chosenClient(ctx context.Context, k string, ch *choice) (client.RPCClient, error) {
 	if ch == nil {
-		return x.cachedClient(k)
+		return x.cachedClient(ctx, k)
 	}
 	if rc := ch.rc.Load(); rc != nil && !rc.IsClosing() && !x.closed.Load() {
 		return rc, nil
 	}
-	c, err := x.cachedClient(k)
+	c, err := x.cachedClient(ctx, k)
 	if rc, ok := c.(*rpcClient); ok && err == nil {
 		ch.rc.Store(rc)
 	}
@@ -409,11 +429,13 @@ func (x *xClient) chosenClient(k string, ch *choice) (client.RPCClient, error) {
 }
 
 // cachedClient is rpcx's getCachedClient for the key of a server served
-// over lanes: the live RPCClient the builder caches, or a new one, made
-// and cached under rpcx's lock, as rpcx makes it. rpcx keeps no breaker
-// for such keys (the builder does). Its ClientConnected plugins are not
-// run: the native path runs only without plugins of the user's.
-func (x *xClient) cachedClient(k string) (client.RPCClient, error) {
+// over lanes: the live RPCClient the builder caches, or a new one, cached
+// under rpcx's lock, as rpcx makes it. The connect is waited for outside
+// that lock and within ctx (see the top of this file); a wait the
+// caller's context ends returns the context's error. rpcx keeps no
+// breaker for such keys (the builder does). Its ClientConnected plugins
+// are not run: the native path runs only without plugins of the user's.
+func (x *xClient) cachedClient(ctx context.Context, k string) (client.RPCClient, error) {
 	if x.closed.Load() {
 		return nil, errXClientClosed
 	}
@@ -423,20 +445,36 @@ func (x *xClient) cachedClient(k string) (client.RPCClient, error) {
 	if rc := x.b.live(k); rc != nil {
 		return rc, nil // without rpcx's lock: the builder's copy of its cache
 	}
-	x.layout.Mu.Lock()
-	defer x.layout.Mu.Unlock()
-	if c := x.b.FindCachedClient(k, x.servicePath, ""); c != nil {
-		if !c.IsClosing() && !c.IsShutdown() {
-			return c, nil
-		}
-		x.b.DeleteCachedClient(c, k, x.servicePath, "")
+	wait, callers := ctx, true
+	if ctx.Err() != nil {
+		// A call whose context had ended before it began: rpcx dials
+		// for it all the same, and sends it, which a plain server runs.
+		// So the connect is waited for whole, the lane handshake too, as
+		// GenerateClient waits for the dial: the call then goes where
+		// rpcx's would.
+		var cancel context.CancelFunc
+		wait, cancel = context.WithTimeout(context.Background(), x.b.connectWait)
+		defer cancel()
+		callers = false
 	}
-	c, err := x.b.GenerateClient(k, x.servicePath, "")
+	c, err := x.b.generate(wait, k, callers, !callers)
 	if err != nil {
 		return nil, err
 	}
+	x.layout.Mu.Lock()
+	if cached := x.b.FindCachedClient(k, x.servicePath, ""); cached != nil {
+		if !cached.IsClosing() && !cached.IsShutdown() {
+			// Another caller's connect was cached meanwhile: use it, and
+			// let this one go (its connection is the peer's, shared).
+			x.layout.Mu.Unlock()
+			c.Close()
+			return cached, nil
+		}
+		x.b.DeleteCachedClient(cached, k, x.servicePath, "")
+	}
 	c.RegisterServerMessageChan(x.b.ch)
 	x.b.SetCachedClient(c, k, x.servicePath, "")
+	x.layout.Mu.Unlock()
 	return c, nil
 }
 

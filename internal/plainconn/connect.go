@@ -89,3 +89,27 @@ func Connect(ctx context.Context, pc *client.Client, opt client.Option, network,
 	}
 	return nil
 }
+
+// Adopt makes pc take conn, a connection to addr already dialled (over
+// TLS when pc's option has it) and already reported to the ConnCreated
+// plugins, as its Connect takes one it dialled: rpcx's Connect then runs
+// pc's ConnCreated plugins on it, which the caller's plugins skip for
+// conn. On failure conn is closed.
+func Adopt(pc *client.Client, addr string, conn net.Conn) error {
+	predialed.Store(pc, conn)
+	if err := pc.Connect(predialedNetwork, addr); err != nil {
+		if c, ok := predialed.LoadAndDelete(pc); ok {
+			c.(net.Conn).Close()
+		}
+		return err
+	}
+	return nil
+}
+
+// AppFactory reports whether the application replaced rpcx's connection
+// factory for network (client.ConnFactories), with which rpcx's Connect
+// dials: a connection made otherwise is not one rpcx would use.
+func AppFactory(network string) bool {
+	f := client.ConnFactories[network]
+	return f != nil && factoryPointer(f) != rpcxDirectConn
+}

@@ -198,6 +198,23 @@ func (s *Slot) run(d *dial) {
 	close(d.done)
 }
 
+// Install makes c, a client connected by the slot's owner, the slot's
+// client, as a dial would, and reports true; unless the slot is closed or
+// refuses, has a live client, or a dial under way: then c is not taken
+// (the caller closes it) and Install reports false.
+func (s *Slot) Install(c *client.Client) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped || s.dialing != nil || (s.cur != nil && live(s.cur.c)) || s.refused() != nil {
+		return false
+	}
+	s.cur = &lease{c: c}
+	if s.cfg.OnInstall != nil {
+		s.cfg.OnInstall(c)
+	}
+	return true
+}
+
 // Done ends the call's use of its client; a client retired meanwhile is
 // closed when its last call is done. Call it once; it does nothing on the
 // zero Lease.

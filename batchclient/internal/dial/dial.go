@@ -25,7 +25,9 @@ type Dialer struct {
 	// DialTimeout bounds the dial and the TLS handshake, as rpcx's
 	// ConnectTimeout does (Options.DialTimeout).
 	DialTimeout time.Duration
-	// KeepAlive is the TCP keep-alive period (Options.TCPKeepAlivePeriod).
+	// KeepAlive is the TCP keep-alive period (Options.TCPKeepAlivePeriod):
+	// applied to plain TCP connections when above 0, none when negative
+	// (see connect).
 	KeepAlive time.Duration
 	// TLSConfig, when set, makes the connection TLS (Options.TLSConfig).
 	TLSConfig *tls.Config
@@ -38,10 +40,10 @@ type Dialer struct {
 	CompressType  protocol.CompressType
 	// Auth returns the token the handshake presents.
 	Auth func() string
-	// Created, when set, is run on each connection whose handshake found
-	// the batch plugin, before the lane uses it: it may return another
-	// connection (a wrapper) for the lane to use, or an error, which fails
-	// the connection as a failed connect. rpcx's ConnCreated plugins run
+	// Created, when set, is run on each connection before the lane uses
+	// it (when, see Attempt): it may return another connection (a
+	// wrapper) for the lane to use, or an error, which fails the
+	// connection as a failed connect. rpcx's ConnCreated plugins run
 	// through it.
 	Created func(net.Conn) (net.Conn, error)
 }
@@ -56,9 +58,41 @@ func (e *ConnectError) Error() string { return e.Err.Error() }
 
 func (e *ConnectError) Unwrap() error { return e.Err }
 
+// UpError marks a failure after the connection was up (the TCP dial and
+// TLS succeeded, and Created ran when the Dial was Early): the lane
+// handshake failed, the server closed the connection or never answered.
+// Conn is the connection, closed.
+type UpError struct {
+	Err  error
+	Conn net.Conn
+}
+
+func (e *UpError) Error() string { return e.Err.Error() }
+
+func (e *UpError) Unwrap() error { return e.Err }
+
+// Attempt says how one Dial runs its hooks.
+type Attempt struct {
+	// Early runs Created as soon as the connection is up (after TCP and
+	// TLS), before the lane handshake, as rpcx runs ConnCreated on the
+	// connection its dial made before any request; the handshake then
+	// runs over the connection Created returned. Otherwise Created runs
+	// only once the handshake found the batch plugin.
+	Early bool
+	// Up, when set, is called with the connection once it is up (after an
+	// Early Created), before the handshake.
+	Up func(net.Conn)
+}
+
 // Dial opens one connection to the server and performs the lane
 // handshake on it. Closing stop abandons it at once.
-func (d *Dialer) Dial(stop <-chan struct{}) (net.Conn, codec.Handshake, error) {
+//
+// When the server is plain (ErrNoBatchService) and the Dial was Early,
+// the connection is returned open with the error, as an rpcx connection
+// the plain client can take over (Created has run for it); the caller
+// closes it otherwise. A failure after the connection was up is an
+// *UpError.
+func (d *Dialer) Dial(stop <-chan struct{}, a Attempt) (net.Conn, codec.Handshake, error) {
 	var hs codec.Handshake
 	// ctx ends when the peer stops. DialTimeout bounds only the dial and
 	// TLS (dialCtx), as rpcx's ConnectTimeout: the handshake has bounds of
@@ -74,24 +108,29 @@ func (d *Dialer) Dial(stop <-chan struct{}) (net.Conn, codec.Handshake, error) {
 	}()
 	dialCtx, cancelDial := context.WithTimeout(ctx, d.DialTimeout)
 	defer cancelDial()
-	nd := net.Dialer{KeepAlive: d.KeepAlive}
-	conn, err := nd.DialContext(dialCtx, d.Network, d.Addr)
+	conn, err := d.connect(dialCtx)
 	if err != nil {
 		return nil, hs, &ConnectError{err}
 	}
-	if cfg := d.TLSConfig; cfg != nil {
-		if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
-			// As tls.Dial does: verify the certificate against the host
-			// dialed.
-			cfg = cfg.Clone()
-			cfg.ServerName, _, _ = net.SplitHostPort(d.Addr)
+	created := func() error {
+		if d.Created == nil {
+			return nil
 		}
-		tc := tls.Client(conn, cfg)
-		if err := tc.HandshakeContext(dialCtx); err != nil {
+		wrapped, err := d.Created(conn)
+		if err != nil {
 			conn.Close()
-			return nil, hs, &ConnectError{err}
+			return &ConnectError{err}
 		}
-		conn = tc
+		conn = wrapped
+		return nil
+	}
+	if a.Early {
+		if err := created(); err != nil {
+			return nil, hs, err
+		}
+	}
+	if a.Up != nil {
+		a.Up(conn)
 	}
 	// Stop ends ctx: the handshake's reads and writes end at once.
 	interrupt := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
@@ -100,20 +139,57 @@ func (d *Dialer) Dial(stop <-chan struct{}) (net.Conn, codec.Handshake, error) {
 		err = ctx.Err()
 	}
 	if err != nil {
+		if a.Early && errors.Is(err, ErrNoBatchService) && ctx.Err() == nil {
+			conn.SetDeadline(time.Time{})
+			return conn, hs, err
+		}
 		conn.Close()
-		return nil, hs, err
+		return nil, hs, &UpError{Err: err, Conn: conn}
 	}
 	conn.SetDeadline(time.Time{})
-	if d.Created != nil {
-		// After the handshake: a connection that only found a plain server
-		// is not one the calls use (the plain rpcx client dials its own,
-		// running the same plugins), so it is not reported.
-		wrapped, err := d.Created(conn)
-		if err != nil {
-			conn.Close()
-			return nil, hs, &ConnectError{err}
+	if !a.Early {
+		// After the handshake: a connection that only found a plain
+		// server is not one the calls use (the plain rpcx client dials
+		// its own, running the same plugins), so it is not reported.
+		if err := created(); err != nil {
+			return nil, hs, err
 		}
-		conn = wrapped
 	}
 	return conn, hs, nil
+}
+
+// connect dials the server and sets up TLS within ctx. Keep-alive is as
+// rpcx's client leaves it: Go's default on every connection, and
+// KeepAlive, when above 0, as the period of a plain TCP connection (rpcx
+// applies Option.TCPKeepAlivePeriod to a *net.TCPConn only, so not over
+// TLS); a negative KeepAlive turns it off (WithTCPKeepAlive).
+func (d *Dialer) connect(ctx context.Context) (net.Conn, error) {
+	var nd net.Dialer
+	if d.KeepAlive < 0 {
+		nd.KeepAlive = -1
+	}
+	conn, err := nd.DialContext(ctx, d.Network, d.Addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := conn.(*net.TCPConn); ok && d.KeepAlive > 0 && d.TLSConfig == nil {
+		tc.SetKeepAlive(true)
+		tc.SetKeepAlivePeriod(d.KeepAlive)
+	}
+	cfg := d.TLSConfig
+	if cfg == nil {
+		return conn, nil
+	}
+	if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
+		// As tls.Dial does: verify the certificate against the host
+		// dialed.
+		cfg = cfg.Clone()
+		cfg.ServerName, _, _ = net.SplitHostPort(d.Addr)
+	}
+	tc := tls.Client(conn, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return tc, nil
 }

@@ -33,6 +33,14 @@ type Config struct {
 	// (liveness.go, heartbeat.go).
 	HeartbeatInterval time.Duration
 	HeartbeatTimeout  time.Duration
+	// IdleTimeout, when above 0, makes the lane note when it last wrote a
+	// frame or read a message (LastTraffic), for its peer to close a pool
+	// idle that long, as rpcx's client drops a connection
+	// (Option.IdleTimeout); IdleHeartbeats counts the answers to the
+	// lane's heartbeats as traffic too (rpcx's own heartbeat renews its
+	// deadline).
+	IdleTimeout    time.Duration
+	IdleHeartbeats bool
 	// SerializeType encodes arguments and decodes replies.
 	SerializeType protocol.SerializeType
 	// CompressType compresses the lane's frames.

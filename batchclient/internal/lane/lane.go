@@ -75,7 +75,9 @@ type Lane struct {
 	writerFrames atomic.Int64
 
 	lastRecv atomic.Int64 // unix nanos of the last bytes read
-	lastSent atomic.Int64 // unix nanos of the last complete write
+	// lastTraffic: see LastTraffic (liveness.go).
+	lastTraffic atomic.Int64
+	lastSent    atomic.Int64 // unix nanos of the last complete write
 	// owedSince, owedWritten: see liveness.go.
 	owedSince, owedWritten atomic.Int64
 	// wg counts the writer and the reader; Close waits for them.
@@ -134,6 +136,7 @@ func newLane(cfg Config, addr string, conn net.Conn, hs codec.Handshake) *Lane {
 	l.combine = combining.Load() && !isTLS
 	l.lastRecv.Store(time.Now().UnixNano())
 	l.lastSent.Store(time.Now().UnixNano())
+	l.lastTraffic.Store(time.Now().UnixNano())
 	return l
 }
 

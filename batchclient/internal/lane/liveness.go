@@ -2,6 +2,8 @@ package lane
 
 import (
 	"time"
+
+	"github.com/smallnest/rpcx/protocol"
 )
 
 // A lane judges its peer frozen only on evidence the peer itself gave: this
@@ -80,3 +82,22 @@ func (r progressReader) Read(b []byte) (int, error) {
 	}
 	return n, err
 }
+
+// noteRead records, with Config.IdleTimeout set, that the reader read a
+// message: traffic, unless it is the answer to one of the lane's own
+// heartbeats and those do not count (Config.IdleHeartbeats).
+func (l *Lane) noteRead(h *protocol.Header) {
+	if l.cfg.IdleTimeout <= 0 {
+		return
+	}
+	if h.IsHeartbeat() && h.MessageType() == protocol.Response && !l.cfg.IdleHeartbeats {
+		return
+	}
+	l.lastTraffic.Store(time.Now().UnixNano())
+}
+
+// LastTraffic is when the lane last wrote a frame or read a message (see
+// noteRead), or when it began; kept only with Config.IdleTimeout set. It
+// is what rpcx's client renews its connection's deadline on
+// (Option.IdleTimeout).
+func (l *Lane) LastTraffic() time.Time { return time.Unix(0, l.lastTraffic.Load()) }

@@ -110,6 +110,9 @@ func (l *Lane) noteFrame(entries, bytes int) {
 	ld.windowBytes += bytes
 	ld.frames.Add(1)
 	ld.entries.Add(int64(entries))
+	if l.cfg.IdleTimeout > 0 {
+		l.lastTraffic.Store(time.Now().UnixNano())
+	}
 }
 
 // noteStall records that the server's window (entries or bytes) held

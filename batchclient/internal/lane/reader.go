@@ -42,6 +42,7 @@ func (l *Lane) readLoop() {
 		if cap(b) <= 4<<20 {
 			buf = b
 		}
+		l.noteRead(&msg.Header)
 		rb.read(len(b))
 		switch {
 		case msg.Header.IsHeartbeat():
