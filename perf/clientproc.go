@@ -13,7 +13,7 @@ import (
 
 	"github.com/smallnest/rpcx/log"
 
-	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
+	"github.com/rpcxbatch/rpcxbatch/internal/benchkit"
 )
 
 // The client processes: by default every path's points run in a client

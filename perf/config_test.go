@@ -137,23 +137,6 @@ func TestPayloadSizes(t *testing.T) {
 	assert.Equal(t, []string{"tiny", "data", "binary_10kib", "binary_100kib", "binary_1mib"}, payloadNames())
 }
 
-func TestHistogramQuantiles(t *testing.T) {
-	h := new(histogram)
-	for i := 1; i <= 1000; i++ {
-		h.record(i, time.Duration(i)*time.Microsecond)
-	}
-	q := h.quantiles(0.5, 0.99, 0.999)
-	assert.InEpsilon(t, 500*time.Microsecond, q[0], 0.04)
-	assert.InEpsilon(t, 990*time.Microsecond, q[1], 0.04)
-	assert.InEpsilon(t, 999*time.Microsecond, q[2], 0.04)
-	assert.Nil(t, new(histogram).quantiles(0.5))
-	for _, ns := range []uint64{0, 1, 31, 32, 33, 1000, 1 << 40, 1<<63 - 1} {
-		i := bucketOf(ns)
-		require.Less(t, i, histBuckets)
-		assert.InEpsilon(t, float64(ns)+1, float64(bucketMid(i))+1, 0.04, "%d", ns)
-	}
-}
-
 func TestPresetFullPacedCount(t *testing.T) {
 	c, err := parseConfig([]string{"-preset", "full"}, io.Discard)
 	require.NoError(t, err)

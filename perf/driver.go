@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/benchkit"
 )
 
 // runEnv is what every run of a path shares: its server and the control
@@ -103,12 +105,12 @@ func runOn(ctx context.Context, env *runEnv, t target, pt Point, path string) (m
 		done  doneCounter
 		errs  atomic.Int64
 		first atomic.Pointer[error]
-		hist  *histogram
+		hist  *benchkit.Histogram
 		wg    sync.WaitGroup
 		start = make(chan struct{})
 	)
 	if replied(pt.Op) {
-		hist = new(histogram)
+		hist = new(benchkit.Histogram)
 	}
 	pace := time.Duration(pt.PaceMS) * time.Millisecond
 	var pc *pacing
@@ -186,7 +188,7 @@ func runOn(ctx context.Context, env *runEnv, t target, pt Point, path string) (m
 		m.firstErr = *e
 	}
 	if hist != nil {
-		m.lat = hist.quantiles(0.5, 0.99, 0.999)
+		m.lat = hist.Quantiles(0.5, 0.99, 0.999)
 	}
 	if pc != nil {
 		ps := pc.summary()
@@ -202,8 +204,8 @@ func runOn(ctx context.Context, env *runEnv, t target, pt Point, path string) (m
 // its pauses ended (pacing.go), from the clock reads it makes anyway: the
 // end of one call is the start of its pause, the end of a pause the start
 // of the next call.
-func writer(ctx context.Context, w, messages int, pace time.Duration, op opFunc, hist *histogram,
-	done *doneCounter, errs *atomic.Int64, first *atomic.Pointer[error], wp *writerPace, late *histogram) {
+func writer(ctx context.Context, w, messages int, pace time.Duration, op opFunc, hist *benchkit.Histogram,
+	done *doneCounter, errs *atomic.Int64, first *atomic.Pointer[error], wp *writerPace, late *benchkit.Histogram) {
 	var timer *time.Timer
 	sleep := func(d time.Duration) bool {
 		if timer == nil {
@@ -254,7 +256,7 @@ func writer(ctx context.Context, w, messages int, pace time.Duration, op opFunc,
 		}
 		end := time.Now()
 		if hist != nil {
-			hist.record(w, end.Sub(t))
+			hist.Record(w, end.Sub(t))
 		}
 		if wp != nil {
 			wp.lat += end.Sub(t)
@@ -268,7 +270,7 @@ func writer(ctx context.Context, w, messages int, pace time.Duration, op opFunc,
 			if wp != nil {
 				d := t.Sub(end) - pace
 				wp.late += d
-				late.record(w, d)
+				late.Record(w, d)
 			}
 		}
 	}

@@ -7,13 +7,12 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
-	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
-	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
+	"github.com/rpcxbatch/rpcxbatch/internal/benchkit"
 )
 
 // The figures: throughput against writer count, every path, one panel
@@ -112,7 +111,7 @@ func opPlot(g group, op string, results []Result, cs []Ceiling) (*plot.Plot, flo
 	p.Y.Label.Text = op + "s per second"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Y.Tick.Marker = siTicks{}
+	p.Y.Tick.Marker = benchkit.SITicks{}
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Add(plotter.NewGrid())
 
@@ -186,27 +185,4 @@ func paceText(ms int) string {
 		return "closed loop"
 	}
 	return fmt.Sprintf("pace %d ms", ms)
-}
-
-// siTicks labels a linear axis 0, 50k, 100k, 1.5M rather than 1e+05.
-type siTicks struct{}
-
-func (siTicks) Ticks(lo, hi float64) []plot.Tick {
-	ts := plot.DefaultTicks{}.Ticks(lo, hi)
-	for i := range ts {
-		if ts[i].Label != "" {
-			ts[i].Label = si(ts[i].Value)
-		}
-	}
-	return ts
-}
-
-func si(v float64) string {
-	switch a := math.Abs(v); {
-	case a >= 1e6:
-		return strconv.FormatFloat(v/1e6, 'f', -1, 64) + "M"
-	case a >= 1e3:
-		return strconv.FormatFloat(v/1e3, 'f', -1, 64) + "k"
-	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
 }

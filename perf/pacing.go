@@ -1,6 +1,10 @@
 package main
 
-import "time"
+import (
+	"time"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/benchkit"
+)
 
 // A paced point's wall time is the first offset (the random one drawn,
 // the writer's start and its first timer's lateness), the pauses, the
@@ -11,7 +15,7 @@ import "time"
 // the scheduler's and the same for both paths).
 type pacing struct {
 	writers []writerPace
-	late    *histogram // how late each pause ended
+	late    *benchkit.Histogram // how late each pause ended
 }
 
 // writerPace is one writer's sums; only its own writer writes it.
@@ -23,7 +27,7 @@ type writerPace struct {
 }
 
 func newPacing(writers int) *pacing {
-	return &pacing{writers: make([]writerPace, writers), late: new(histogram)}
+	return &pacing{writers: make([]writerPace, writers), late: new(benchkit.Histogram)}
 }
 
 // paceSummary is a paced point's breakdown: the slowest writer's sums and
@@ -53,14 +57,14 @@ func (p *pacing) summary() paceSummary {
 	if n := len(p.writers); n > 0 {
 		s.MeanLat, s.MeanLate = sumLat/time.Duration(n), sumLate/time.Duration(n)
 	}
-	if q := p.late.quantiles(0.5, 0.99); q != nil {
+	if q := p.late.Quantiles(0.5, 0.99); q != nil {
 		s.LateP50, s.LateP99 = q[0], q[1]
 	}
 	return s
 }
 
 // pcLate is p's lateness histogram, nil without p.
-func pcLate(p *pacing) *histogram {
+func pcLate(p *pacing) *benchkit.Histogram {
 	if p == nil {
 		return nil
 	}

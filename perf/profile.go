@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 
-	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
+	"github.com/rpcxbatch/rpcxbatch/internal/benchkit"
 )
 
 // profileEnv, when set to a path prefix, makes the processes write a CPU

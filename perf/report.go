@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
+	"github.com/rpcxbatch/rpcxbatch/internal/benchkit"
 )
 
 // writeReport writes the report folder: report.md (throughput tables with

@@ -9,7 +9,7 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
+	"github.com/rpcxbatch/rpcxbatch/internal/benchkit"
 )
 
 // childProc is a process the harness started (a server, or a path's
