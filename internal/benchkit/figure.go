@@ -2,6 +2,7 @@ package benchkit
 
 import (
 	"fmt"
+	"image/color"
 	"io"
 	"math"
 	"os"
@@ -17,8 +18,20 @@ import (
 )
 
 // SaveRow draws plots side by side, each width wide and 10 cm high, into
-// one file: an SVG, or a PNG when file ends in ".png".
+// one file: an SVG, or a PNG when file ends in ".png". The plots' data
+// areas are aligned (plot.Align): for panels that share a scale.
 func SaveRow(row []*plot.Plot, width vg.Length, file string) error {
+	return saveRow(row, width, file, true)
+}
+
+// SavePanels is SaveRow for panels of different scales, each drawn in
+// its own tile as it would be alone (plot.Align would stretch a panel's
+// canvas to match the other's data area, and move its legend off it).
+func SavePanels(row []*plot.Plot, width vg.Length, file string) error {
+	return saveRow(row, width, file, false)
+}
+
+func saveRow(row []*plot.Plot, width vg.Length, file string, align bool) error {
 	w, h := vg.Length(len(row))*width, 10*vg.Centimeter
 	var img interface {
 		vg.CanvasSizer
@@ -34,9 +47,15 @@ func SaveRow(row []*plot.Plot, width vg.Length, file string) error {
 	dc := draw.New(img)
 	t := draw.Tiles{Rows: 1, Cols: len(row), PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 2,
 		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-	canvases := plot.Align([][]*plot.Plot{row}, t, dc)
-	for j, p := range row {
-		p.Draw(canvases[0][j])
+	if align {
+		canvases := plot.Align([][]*plot.Plot{row}, t, dc)
+		for j, p := range row {
+			p.Draw(canvases[0][j])
+		}
+	} else {
+		for j, p := range row {
+			p.Draw(t.At(dc, j, 0))
+		}
 	}
 	f, err := os.Create(file)
 	if err != nil {
@@ -72,4 +91,22 @@ func SI(v float64) string {
 		return strconv.FormatFloat(v/1e3, 'f', -1, 64) + "k"
 	}
 	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// PathColors are the colours the figures give each path: plain rpcx's
+// Client ("plain") and XClient ("plainx"), rpcxbatch's Client ("batch")
+// and drop-in XClient ("dropin").
+var PathColors = map[string]color.RGBA{
+	"plain":  {R: 200, G: 70, B: 50, A: 255},
+	"plainx": {R: 230, G: 150, B: 40, A: 255},
+	"batch":  {R: 40, G: 90, B: 200, A: 255},
+	"dropin": {R: 140, G: 60, B: 180, A: 255},
+}
+
+// PathNames are the legends' names of the paths of PathColors.
+var PathNames = map[string]string{
+	"plain":  "plain rpcx Client",
+	"plainx": "plain rpcx XClient",
+	"batch":  "rpcxbatch Client",
+	"dropin": "rpcxbatch drop-in XClient",
 }

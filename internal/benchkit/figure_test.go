@@ -14,7 +14,7 @@ import (
 )
 
 // TestSaveRowFormats: the row is an SVG by default and a PNG for a
-// ".png" file.
+// ".png" file, aligned (SaveRow) or not (SavePanels).
 func TestSaveRowFormats(t *testing.T) {
 	dir := t.TempDir()
 	row := func() []*plot.Plot {
@@ -31,7 +31,7 @@ func TestSaveRowFormats(t *testing.T) {
 	}
 	svg, png := filepath.Join(dir, "f.svg"), filepath.Join(dir, "f.png")
 	require.NoError(t, SaveRow(row(), 8*vg.Centimeter, svg))
-	require.NoError(t, SaveRow(row(), 8*vg.Centimeter, png))
+	require.NoError(t, SavePanels(row(), 8*vg.Centimeter, png))
 	b, err := os.ReadFile(svg)
 	require.NoError(t, err)
 	assert.Contains(t, string(b[:200]), "<svg")
