@@ -20,10 +20,6 @@ import (
 // lives in this file.
 
 var (
-	plainColor    = color.RGBA{R: 200, G: 70, B: 50, A: 255}
-	plainXColor   = color.RGBA{R: 230, G: 150, B: 40, A: 255}
-	batchColor    = color.RGBA{R: 40, G: 90, B: 200, A: 255}
-	dropinColor   = color.RGBA{R: 140, G: 60, B: 180, A: 255}
 	intendedColor = color.RGBA{R: 120, G: 120, B: 120, A: 255}
 	ceilingColor  = color.RGBA{R: 30, G: 150, B: 80, A: 255}
 )
@@ -133,17 +129,9 @@ func opPlot(g group, op string, results []Result, cs []Ceiling) (*plot.Plot, flo
 			top, lo, hi = max(top, xy.Y), min(lo, xy.X), max(hi, xy.X)
 		}
 	}
-	for _, l := range []struct {
-		path, name string
-		c          color.Color
-	}{
-		{pathPlain, "plain rpcx Client", plainColor},
-		{pathPlainX, "plain rpcx XClient", plainXColor},
-		{pathBatch, "rpcxbatch Client", batchColor},
-		{pathDropin, "rpcxbatch drop-in XClient", dropinColor},
-	} {
-		if len(series[l.path]) > 0 {
-			add(l.name, series[l.path], l.c, false)
+	for _, path := range allPaths {
+		if len(series[path]) > 0 {
+			add(benchkit.PathNames[path], series[path], benchkit.PathColors[path], false)
 		}
 	}
 	if len(intended) > 0 {
