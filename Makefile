@@ -112,8 +112,8 @@ soak:
 # Side-by-side harness, server in its own process: four paths at every point,
 # plain rpcx's Client and XClient, rpcxbatch's Client and drop-in XClient
 # (PERF_FLAGS="-paths dropin,batch" narrows them).
-# PERF_FLAGS adds flags, e.g. the libraries' idle memory release for the
-# memory after the load: PERF_FLAGS="-server-idle-release 5s -client-idle-release 5s".
+# PERF_FLAGS adds flags, e.g. PERF_FLAGS="-repeat 3" for each path's
+# median of three interleaved runs (go run ./perf -h lists them).
 PERF_FLAGS ?=
 perf-quick:
 	$(GO) run ./perf -preset quick $(PERF_FLAGS)
