@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rpcxio/libkv/store"
 	etcdclient "github.com/rpcxio/rpcx-etcd/client"
 	"github.com/smallnest/rpcx/client"
 
@@ -47,10 +46,6 @@ var (
 	ErrTimeout = errors.New("no reply in time")
 )
 
-// etcdTimeout bounds each request to etcd, and so the wait for one that
-// is down.
-const etcdTimeout = 5 * time.Second
-
 // target is the service under test: an XClient per path, each over its
 // own discovery, and the drop-in's Client, whose per-server state says
 // whether a server has the plugin.
@@ -70,10 +65,11 @@ func rpcxOption(cfg Config) client.Option {
 }
 
 // newDiscovery is cfg's discovery of the service: a static list, or
-// rpcx-etcd's discovery under the base path.
+// rpcx-etcd's discovery under the base path (whose store gives up on an
+// etcd that does not answer after its default 10 s).
 func newDiscovery(cfg Config) (client.ServiceDiscovery, error) {
 	if len(cfg.Etcd) > 0 {
-		d, err := etcdclient.NewEtcdV3Discovery(cfg.BasePath, cfg.Service, cfg.Etcd, true, &store.Config{ConnectionTimeout: etcdTimeout})
+		d, err := etcdclient.NewEtcdV3Discovery(cfg.BasePath, cfg.Service, cfg.Etcd, true, nil)
 		if err != nil {
 			return nil, fmt.Errorf("%w etcd at %s: %v", ErrUnreachable, strings.Join(cfg.Etcd, ","), err)
 		}
