@@ -253,9 +253,15 @@ func TestBytesSlowAndFailingMethods(t *testing.T) {
 	addr := startDemo(t, true, "", "")
 	dir := t.TempDir()
 
-	out, errs, code := tool(t, "-addr", addr, "-call", "Blob.Echo", "-args", `"hello, bytes"`, "-c", "2", "-d", "200ms", "-warmup", "0", "-progress=false")
+	// With progress on (every 50 ms here, every second by default), a
+	// line per run and tick on stderr.
+	progressEvery = 50 * time.Millisecond
+	t.Cleanup(func() { progressEvery = time.Second })
+	out, errs, code := tool(t, "-addr", addr, "-call", "Blob.Echo", "-args", `"hello, bytes"`, "-c", "2", "-d", "400ms", "-warmup", "0")
 	require.Zero(t, code, errs)
 	assert.Contains(t, out, `reply to the first call: "hello, bytes"`)
+	assert.Regexp(t, `(?m)^  c=2 round 1/2 rpcx XClient: [\d,]+ calls \([\d.]+m?s of 200ms\)$`, errs, "progress of the first round")
+	assert.Regexp(t, `(?m)^  c=2 round 2/2 drop-in: [\d,]+ calls \([\d.]+m?s of 200ms\)$`, errs, "progress of the second round")
 
 	out, errs, code = tool(t, "-addr", addr, "-call", "Blob.Echo", "-serialize", "none", "-args", "raw \x00 bytes", "-c", "2", "-d", "200ms", "-warmup", "0", "-progress=false")
 	require.Zero(t, code, errs)

@@ -177,7 +177,7 @@ func runPoint(ctx context.Context, t *target, args any, c, ci int, stderr io.Wri
 			var prog *progress
 			if cfg.Progress {
 				prog = &progress{w: stderr, label: fmt.Sprintf("c=%d round %d/%d %s", c, round+1, cfg.Rounds, pathLabel[path]),
-					d: d, n: int64(n) * 1}
+					d: d, n: int64(n)}
 			}
 			m, err := load(ctx, t, path, args, c, d, n, prog)
 			if err != nil {
@@ -307,8 +307,11 @@ func errKind(err error) string {
 	return "other"
 }
 
-// progress prints a line a second to w while a run lasts; nil prints
-// nothing.
+// progressEvery is how often progress prints a line.
+var progressEvery = time.Second
+
+// progress prints a line every progressEvery to w while a run lasts; nil
+// prints nothing.
 type progress struct {
 	w     io.Writer
 	label string
@@ -326,7 +329,7 @@ func (p *progress) start(calls *atomic.Int64) (stop func()) {
 	var wg sync.WaitGroup
 	t0 := time.Now()
 	wg.Go(func() {
-		tick := time.NewTicker(time.Second)
+		tick := time.NewTicker(progressEvery)
 		defer tick.Stop()
 		for {
 			select {
@@ -339,7 +342,7 @@ func (p *progress) start(calls *atomic.Int64) (stop func()) {
 			case p.n > 0:
 				of = fmt.Sprintf(" of %s", benchkit.Thousands(float64(p.n)))
 			case p.d > 0:
-				of = fmt.Sprintf(" (%v of %v)", time.Since(t0).Round(time.Second), p.d)
+				of = fmt.Sprintf(" (%v of %v)", time.Since(t0).Round(100*time.Millisecond), p.d)
 			}
 			fmt.Fprintf(p.w, "  %s: %s calls%s\n", p.label, benchkit.Thousands(float64(calls.Load())), of)
 		}
