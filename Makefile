@@ -6,7 +6,7 @@ GO ?= go
 RACE_DIRS = codec batchserver batchclient group selector plugin internal/fastcodec internal/idlemem internal/plainconn reliability lock
 RACE_PKGS = $(foreach d,$(RACE_DIRS),$(if $(wildcard $(d)/*.go),./$(d)/...))
 
-.PHONY: test vet modcheck race unit mutate bench example group-example cluster-example fuzz fuzz-long soak perf perf-quick fmt-check locks-example locks-bench locks-bench-quick locks-partition
+.PHONY: test vet modcheck race unit mutate bench example group-example cluster-example fuzz fuzz-long soak perf perf-quick rpcxbench-demo fmt-check locks-example locks-bench locks-bench-quick locks-partition
 
 # The etcd integration tests (./registry/) and cluster-example need the etcd
 # binary; each starts its own throwaway etcd on free loopback ports.
@@ -112,14 +112,28 @@ soak:
 # Side-by-side harness, server in its own process: four paths at every point,
 # plain rpcx's Client and XClient, rpcxbatch's Client and drop-in XClient
 # (PERF_FLAGS="-paths dropin,batch" narrows them).
-# PERF_FLAGS adds flags, e.g. the libraries' idle memory release for the
-# memory after the load: PERF_FLAGS="-server-idle-release 5s -client-idle-release 5s".
+# PERF_FLAGS adds flags, e.g. PERF_FLAGS="-repeat 3" for each path's
+# median of three interleaved runs (go run ./perf -h lists them).
 PERF_FLAGS ?=
 perf-quick:
 	$(GO) run ./perf -preset quick $(PERF_FLAGS)
 
 perf:
 	$(GO) run ./perf -preset full $(PERF_FLAGS)
+
+# rpcxbench (cmd/rpcxbench, the tool users point at their own service)
+# against its demo service on loopback, with the plugin: the table, and
+# perf/results/rpcxbench/demo.jsonl and demo.svg. RPCXBENCH_FLAGS sets the
+# load (-c, -d, -n, -rounds; go run ./cmd/rpcxbench -h).
+RPCXBENCH_FLAGS ?= -c 1,10,100,1000,10000 -d 10s
+rpcxbench-demo:
+	@d=$$(mktemp -d) && $(GO) build -o $$d/demoserver ./cmd/rpcxbench/demoserver && \
+	{ $$d/demoserver -plugin -stdin=false > $$d/ready & pid=$$!; trap 'kill $$pid; rm -rf $$d' EXIT; } && \
+	for i in $$(seq 100); do grep -q READY $$d/ready && break; sleep 0.1; done && \
+	mkdir -p perf/results/rpcxbench && \
+	$(GO) run ./cmd/rpcxbench -addr $$(awk '{print $$2}' $$d/ready) -call Shop.Order \
+		-args '{"Item": "tea", "Qty": 3, "Price": 2.5, "Tags": ["green", "loose"]}' \
+		-json perf/results/rpcxbench/demo.jsonl -figure perf/results/rpcxbench/demo.svg $(RPCXBENCH_FLAGS)
 
 fuzz:
 	@for t in codec:FuzzDecodeBatch codec:FuzzDecodeReplies codec:FuzzDecodeHandshake codec:FuzzDecodeCredit codec:FuzzDecodeCreditBytes \

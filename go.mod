@@ -4,14 +4,14 @@ go 1.26.0
 
 require (
 	github.com/rcrowley/go-metrics v0.0.0-20250401214520-65e299d6c5c9
-	github.com/rpcxio/rpcx-etcd v0.5.0
+	github.com/rpcxio/rpcx-etcd v0.5.0 // not the library: registry/ tests, example/cluster, cmd/rpcxbench
 	github.com/smallnest/rpcx v1.9.4
-	github.com/stretchr/testify v1.12.1
+	github.com/stretchr/testify v1.12.1 // not the library: tests
 	github.com/tinylib/msgp v1.2.5
 	github.com/vmihailenco/msgpack/v5 v5.4.1
-	go.etcd.io/etcd/client/v3 v3.6.7
+	go.etcd.io/etcd/client/v3 v3.6.7 // not the library: registry/ tests, example/cluster, perf/locks, cmd/rpcxbench
 	golang.org/x/sys v0.40.0
-	gonum.org/v1/plot v0.17.0
+	gonum.org/v1/plot v0.17.0 // not the library: the figures of perf/, perf/locks, cmd/rpcxbench
 )
 
 require (

@@ -13,28 +13,32 @@ import (
 
 	"github.com/smallnest/rpcx/log"
 
-	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
+	"github.com/rpcxbatch/rpcxbatch/internal/benchkit"
 )
 
-// The client processes: by default every path's points run in a client
-// process of the path's own, as every path has a server process of its
-// own. In one process shared by all paths, each path ran on a heap,
-// goroutine stacks and collector pacing the paths before it had left (the
-// plain paths' cast points left some 180 MB of RSS behind), and a path's
-// figures then depended on which paths ran before it in the same process.
+// The client processes: every path's points run in a client process of
+// the path's own, as every path has a server process of its own. In one
+// process shared by all paths, each path ran on a heap, goroutine stacks
+// and collector pacing the paths before it had left (the plain paths'
+// cast points left some 180 MB of RSS behind), and a path's figures then
+// depended on which paths ran before it in the same process.
 //
 // The harness re-executes its own binary with roleEnv set to roleClient
-// and the run's Config (JSON) in clientConfigEnv; the process dials its
-// path's server and control service, then reads one clientRequest a line
-// on stdin, runs it (runPath, as the harness would in its own process) and
-// answers one clientReply a line on stdout, until stdin closes.
+// and a clientSpec (JSON) in clientEnv; the process dials its path's
+// server and control service, then reads one clientRequest a line on
+// stdin, runs it (runPath) and answers one clientReply a line on stdout,
+// until stdin closes.
 const (
-	roleClient      = "client"
-	clientConfigEnv = "RPCXBATCH_PERF_CLIENT_CONFIG"
-	clientPathEnv   = "RPCXBATCH_PERF_CLIENT_PATH"
-	clientAddrEnv   = "RPCXBATCH_PERF_CLIENT_ADDR"
-	clientCtrlEnv   = "RPCXBATCH_PERF_CLIENT_CTRL"
+	roleClient = "client"
+	clientEnv  = "RPCXBATCH_PERF_CLIENT"
 )
+
+// clientSpec is what a client process is told at its start: the run's
+// Config, its path, and its server's service and control addresses.
+type clientSpec struct {
+	Config           Config
+	Path, Addr, Ctrl string
+}
 
 // clientRequest asks a client process to measure one point.
 type clientRequest struct {
@@ -48,7 +52,6 @@ type clientReply struct {
 	Elapsed              time.Duration
 	Bounded              bool
 	Lat                  []time.Duration
-	Pace                 *paceSummary
 	Client               usage
 	ClientRSS, ClientG   int64
 	Server               ServerStats
@@ -60,7 +63,7 @@ type clientReply struct {
 
 func replyOf(m measurement, err error) clientReply {
 	r := clientReply{Ops: m.ops, Submitted: m.submitted, Errs: m.errs, Elapsed: m.elapsed, Bounded: m.bounded,
-		Lat: m.lat, Pace: m.pace, Client: m.client, ClientRSS: m.clientRSS, ClientG: m.clientG, Server: m.server, Lanes: m.lanes, Pid: m.clientPid}
+		Lat: m.lat, Client: m.client, ClientRSS: m.clientRSS, ClientG: m.clientG, Server: m.server, Lanes: m.lanes, Pid: m.clientPid}
 	if m.firstErr != nil {
 		r.FirstErr = m.firstErr.Error()
 	}
@@ -72,7 +75,7 @@ func replyOf(m measurement, err error) clientReply {
 
 func (r clientReply) measurement() (measurement, error) {
 	m := measurement{ops: r.Ops, submitted: r.Submitted, errs: r.Errs, elapsed: r.Elapsed, bounded: r.Bounded,
-		lat: r.Lat, pace: r.Pace, client: r.Client, clientRSS: r.ClientRSS, clientG: r.ClientG, server: r.Server, lanes: r.Lanes, clientPid: r.Pid}
+		lat: r.Lat, client: r.Client, clientRSS: r.ClientRSS, clientG: r.ClientG, server: r.Server, lanes: r.Lanes, clientPid: r.Pid}
 	if r.FirstErr != "" {
 		m.firstErr = errors.New(r.FirstErr)
 	}
@@ -96,12 +99,11 @@ type clientProc struct {
 // startClientProc starts path's client process against env's server. Its
 // stderr (progress lines, errors) goes to stderr.
 func startClientProc(cfg Config, path string, env *runEnv, stderr io.Writer) (*clientProc, error) {
-	b, err := json.Marshal(cfg)
+	b, err := json.Marshal(clientSpec{Config: cfg, Path: path, Addr: env.srv.addr, Ctrl: env.srv.ctrl})
 	if err != nil {
 		return nil, fmt.Errorf("%s path's client process: %w", path, err)
 	}
-	ch, err := benchkit.StartChild("client", nil, []string{roleEnv + "=" + roleClient, clientConfigEnv + "=" + string(b),
-		clientPathEnv + "=" + path, clientAddrEnv + "=" + env.srv.addr, clientCtrlEnv + "=" + env.srv.ctrl}, stderr)
+	ch, err := benchkit.StartChild("client", nil, []string{roleEnv + "=" + roleClient, clientEnv + "=" + string(b)}, stderr)
 	if err != nil {
 		return nil, fmt.Errorf("%s path's client process: %w", path, err)
 	}
@@ -158,45 +160,43 @@ func (cp *clientProc) stop() {
 }
 
 // runClient is the client process: it measures the points its stdin asks
-// for over its path, one at a time, until stdin closes.
+// for over its path, one at a time, until stdin closes; with -cpuprofile,
+// under a CPU profile of its own.
 func runClient(ctx context.Context) error {
 	log.SetLogger(quietLogger{log.GetLogger()})
-	var cfg Config
-	if err := json.Unmarshal([]byte(os.Getenv(clientConfigEnv)), &cfg); err != nil {
-		return fmt.Errorf("%s: %w", clientConfigEnv, err)
+	var spec clientSpec
+	if err := json.Unmarshal([]byte(os.Getenv(clientEnv)), &spec); err != nil {
+		return fmt.Errorf("%s: %w", clientEnv, err)
 	}
-	path := os.Getenv(clientPathEnv)
-	ctl, err := dialControl(os.Getenv(clientCtrlEnv))
-	if err != nil {
-		return err
-	}
-	defer ctl.close()
-	env := &runEnv{cfg: cfg, srv: &serverProc{addr: os.Getenv(clientAddrEnv)}, ctl: ctl, progress: &countingWriter{w: os.Stderr}}
-	dec := json.NewDecoder(bufio.NewReader(os.Stdin))
-	enc := json.NewEncoder(os.Stdout)
-	for {
-		var req clientRequest
-		if err := dec.Decode(&req); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
+	return profiled(profileFile(spec.Config.CPUProfile, "client-"+spec.Path), func() error {
+		ctl, err := dialControl(spec.Ctrl)
+		if err != nil {
+			return err
+		}
+		defer ctl.close()
+		env := &runEnv{cfg: spec.Config, srv: &serverProc{addr: spec.Addr}, ctl: ctl, progress: &countingWriter{w: os.Stderr}}
+		dec := json.NewDecoder(bufio.NewReader(os.Stdin))
+		enc := json.NewEncoder(os.Stdout)
+		for {
+			var req clientRequest
+			if err := dec.Decode(&req); err != nil {
+				if errors.Is(err, io.EOF) {
+					return nil
+				}
+				return fmt.Errorf("reading a request: %w", err)
 			}
-			return fmt.Errorf("reading a request: %w", err)
+			m, err := runPath(ctx, env, req.Point, spec.Path)
+			if err := enc.Encode(replyOf(m, err)); err != nil {
+				return fmt.Errorf("writing a measurement: %w", err)
+			}
 		}
-		m, err := runPath(ctx, env, req.Point, path)
-		if err := enc.Encode(replyOf(m, err)); err != nil {
-			return fmt.Errorf("writing a measurement: %w", err)
-		}
-	}
+	})
 }
 
-// startClients starts a client process for each path, unless
-// cfg.SharedClient; what it started is in the result even when it fails,
-// for the caller to stop.
+// startClients starts a client process for each path; what it started is
+// in the result even when it fails, for the caller to stop.
 func startClients(cfg Config, paths []string, envs pathEnvs, stderr io.Writer) (map[string]*clientProc, error) {
 	clients := map[string]*clientProc{}
-	if cfg.SharedClient {
-		return clients, nil
-	}
 	for _, path := range paths {
 		cp, err := startClientProc(cfg, path, envs[path], stderr)
 		if err != nil {
@@ -205,13 +205,4 @@ func startClients(cfg Config, paths []string, envs pathEnvs, stderr io.Writer) (
 		clients[path] = cp
 	}
 	return clients, nil
-}
-
-// measurePath measures pt over path: in the path's client process when it
-// has one (cp), else in this process.
-func measurePath(ctx context.Context, env *runEnv, cp *clientProc, pt Point, path string) (measurement, error) {
-	if cp == nil {
-		return runPath(ctx, env, pt, path)
-	}
-	return cp.measure(ctx, pt, env.cfg.PointTimeout)
 }

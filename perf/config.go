@@ -18,8 +18,8 @@ type Config struct {
 	Mode string
 	// Preset names the defaults applied ("quick", "full" or "").
 	Preset string
-	// Paths are the paths each point runs over (allPaths' names); the run
-	// keeps allPaths' order.
+	// Paths are the paths each point runs over (allPaths' names), in
+	// allPaths' order.
 	Paths []string
 	// Sweeps are the point grids to run, in order.
 	Sweeps []Sweep
@@ -51,30 +51,10 @@ type Config struct {
 	CodecDuration time.Duration
 	// Progress turns the once-a-second progress lines on stderr on.
 	Progress bool
-	// AfterLoad, when not zero, is how long after the sweep both
-	// processes' RSS is taken again, to see what the load left behind.
-	AfterLoad time.Duration
-	// ServerIdleRelease, when not zero, serves with
-	// batchserver.WithIdleMemoryRelease(ServerIdleRelease).
-	ServerIdleRelease time.Duration
-	// ClientIdleRelease, when not zero, makes the batch path's clients
-	// batchclient.WithIdleMemoryRelease(ClientIdleRelease).
-	ClientIdleRelease time.Duration
-	// ClientLanes, when not zero, fixes the batch path's lanes per server
-	// (batchclient.WithLanes); by default lanes follow the load.
-	ClientLanes int
-	// SharedServer serves both paths from one server process, as the
-	// harness did before 2026-12-01; by default each path has a server
-	// process of its own, so that a path's server RSS, goroutines and
-	// memory after the load are its own and not what the other path's
-	// points left in a shared process (the Go runtime keeps, for one, the
-	// records of every goroutine it ever ran).
-	SharedServer bool
-	// SharedClient drives every path from the harness's own process, as
-	// it did before 2026-12-02; by default each path's points run in a
-	// client process of the path's own (clientproc.go), so that no path
-	// runs on a heap and collector pacing another path's load left.
-	SharedClient bool
+	// CPUProfile, when set, is the prefix of the CPU profiles each
+	// process writes: PREFIX.client-<path>.pprof and
+	// PREFIX.server-<path>.pprof (profile.go).
+	CPUProfile string
 	// Netns, when set, runs the server in its own network namespace joined
 	// by a veth pair (root only); NetemRate and NetemDelay shape that link.
 	Netns                 bool
@@ -110,10 +90,7 @@ var allOps = []string{"call", "go", "cast", "send"}
 // presets are the named defaults: flags given on the command line win.
 var presets = map[string]func(c *Config){
 	// quick is `make perf-quick`: the four paths over the closed loop at 1
-	// to 10,000 writers, 5,000 writers paced at 100 ms, then per path one
-	// more burst and 30 s idle for the memory left behind (afterload.go);
-	// about four minutes on two cores with two paths, so some ten with
-	// four (-paths narrows it).
+	// to 10,000 writers, then 5,000 writers paced at 100 ms.
 	"quick": func(c *Config) {
 		// Points long enough (200,000 operations) that warm-up effects
 		// (pools, buffers, GC pacing) do not dominate; a single writer
@@ -124,7 +101,6 @@ var presets = map[string]func(c *Config){
 			{Ops: []string{"call"}, Payloads: []string{"data"}, Writers: []int{5000}, PacesMS: []int{100}, Messages: 50},
 		}
 		c.TotalOps, c.MaxPerWriter, c.PointTimeout, c.CodecDuration = 200000, 15000, 15*time.Second, time.Second
-		c.AfterLoad = 30 * time.Second
 		c.Out, c.Report = "perf/results/quick.jsonl", "perf/results/quick"
 	},
 	// full is `make perf`: every payload closed loop, then the data payload
@@ -135,7 +111,6 @@ var presets = map[string]func(c *Config){
 			{Ops: allOps, Payloads: []string{"data"}, Writers: []int{100, 1000, 10000, 30000}, PacesMS: []int{100}, Messages: 50},
 		}
 		c.TotalOps, c.PointTimeout, c.CodecDuration = 150000, 60*time.Second, 2*time.Second
-		c.AfterLoad = 30 * time.Second
 		c.Out, c.Report = "perf/results/full.jsonl", "perf/results/full"
 	},
 }
@@ -146,43 +121,41 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.SetOutput(stderr)
 	var c Config
 	var ops, payloads, writers, paces, paths string
-	fs.StringVar(&c.Mode, "mode", "sweep", "sweep: the points over every path, then the report; codec: only the codec ceiling")
+	// What to run.
 	fs.StringVar(&c.Preset, "preset", "", "defaults to start from: quick (make perf-quick) or full (make perf); other flags override")
-	fs.StringVar(&ops, "ops", strings.Join(allOps, ","), "operations, comma-separated: "+strings.Join(allOps, ", "))
+	fs.StringVar(&c.Mode, "mode", "sweep", "sweep: the points over every path, then the report; codec: only the codec ceiling")
 	fs.StringVar(&paths, "paths", strings.Join(allPaths, ","), "paths, comma-separated: plain (rpcx's Client), plainx (rpcx's XClient), batch (batchclient.Client), dropin (batchclient.NewXClient)")
+	fs.StringVar(&ops, "ops", strings.Join(allOps, ","), "operations, comma-separated: "+strings.Join(allOps, ", "))
 	fs.StringVar(&payloads, "payload", "data", "payload profiles, comma-separated: "+strings.Join(payloadNames(), ", "))
 	fs.StringVar(&writers, "writers", "1,100,1000,10000", "writer counts, comma-separated")
 	fs.StringVar(&paces, "pace", "0", "pause in ms between two operations of one writer, comma-separated; 0 = closed loop")
+	// How much of it.
 	fs.IntVar(&c.Messages, "messages", 0, "operations per writer; 0 = -total-ops divided by the writers (at least 1)")
 	fs.IntVar(&c.TotalOps, "total-ops", 40000, "operations per point when -messages is 0")
 	var totalBytes, inflight string
 	fs.StringVar(&totalBytes, "total-bytes", "1GiB", "payload bytes per point at most when -messages is 0")
 	fs.StringVar(&inflight, "max-inflight", "2GiB", "skip points whose writers × payload exceed this")
-	fs.DurationVar(&c.PointTimeout, "point-timeout", 30*time.Second, "bound on one path of one point; a point that hits it reports bounded=true")
-	fs.IntVar(&c.Warmup, "warmup", 200, "operations on a fresh client before each measured run")
 	fs.IntVar(&c.Repeat, "repeat", 1, "runs of every path per point, in rounds of alternating path order; the table and report give each path's medians and each ratio per round")
+	fs.IntVar(&c.Warmup, "warmup", 200, "operations on a fresh client before each measured run")
+	fs.DurationVar(&c.PointTimeout, "point-timeout", 30*time.Second, "bound on one path of one point; a point that hits it reports bounded=true")
+	fs.DurationVar(&c.CodecDuration, "codec-duration", 2*time.Second, "time the codec ceiling measures each payload")
+	// Output.
 	fs.StringVar(&c.Out, "out", "perf/results/run.jsonl", "JSON lines output, one object per point and path (\"\" = none)")
 	fs.StringVar(&c.Report, "report", "perf/results/run", "report folder: report.md and the figures (\"\" = none)")
-	fs.DurationVar(&c.CodecDuration, "codec-duration", 2*time.Second, "time the codec ceiling measures each payload")
-	fs.DurationVar(&c.AfterLoad, "after-load", 0, "after the sweep, per path: one more burst (the sweep's largest call point) on a client kept open, then wait this long and report both processes' RSS against idle (0 = skip)")
-	fs.DurationVar(&c.ServerIdleRelease, "server-idle-release", 0, "server: return free memory to the OS once the load has been gone this long (batchserver.WithIdleMemoryRelease; 0 = off, the default)")
-	fs.DurationVar(&c.ClientIdleRelease, "client-idle-release", 0, "batch path's clients: return free memory to the OS once their load has been gone this long (batchclient.WithIdleMemoryRelease; 0 = off, the default)")
-	fs.IntVar(&c.ClientLanes, "client-lanes", 0, "batch path's clients: a fixed number of lanes per server (batchclient.WithLanes; 0 = lanes follow the load, the default)")
 	fs.BoolVar(&c.Progress, "progress", true, "print progress to stderr once a second while a point runs")
-	fs.BoolVar(&c.SharedServer, "shared-server", false, "serve both paths from one server process (default: a server process per path, so that each path's server memory is its own)")
-	fs.BoolVar(&c.SharedClient, "shared-client", false, "drive every path from this process (default: a client process per path, so that no path runs in a process another path's load has shaped)")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write each process's CPU profile: PREFIX.client-<path>.pprof and PREFIX.server-<path>.pprof (go tool pprof)")
+	// The link.
 	fs.BoolVar(&c.Netns, "netns", false, "root only: server in its own network namespace over a veth pair")
 	fs.StringVar(&c.NetemRate, "netem-rate", "", "with -netns: tc netem rate on the veth pair, e.g. 1gbit")
 	fs.StringVar(&c.NetemDelay, "netem-delay", "", "with -netns: tc netem delay each way, e.g. 100us")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: go run ./perf [flags]\n\n"+
 			"Runs each point (op × payload × pace × writers) over each path (plain\n"+
-			"rpcx's Client and XClient, rpcxbatch's Client and drop-in XClient)\n"+
-			"against a server process per path (one with -shared-server),\n"+
-			"from a client process per path (this one with -shared-client),\n"+
-			"prints a table, writes JSON lines\n"+
-			"and a report folder with figures.\n\nFlags:\n")
-		fs.PrintDefaults()
+			"rpcx's Client and XClient, rpcxbatch's Client and drop-in XClient),\n"+
+			"each path from a client process of its own against a server process\n"+
+			"of its own, prints a table, writes JSON lines and a report folder\n"+
+			"with figures. To measure your own service instead: go run ./cmd/rpcxbench -h.\n")
+		printGrouped(fs, flagGroups)
 	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -231,7 +204,6 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 			"codec-duration": func() { c.CodecDuration = explicit.CodecDuration },
 			"out":            func() { c.Out = explicit.Out },
 			"report":         func() { c.Report = explicit.Report },
-			"after-load":     func() { c.AfterLoad = explicit.AfterLoad },
 			"repeat":         func() { c.Repeat = explicit.Repeat },
 		} {
 			if set[name] {
@@ -333,6 +305,8 @@ func parseOps(s string) ([]string, error) {
 	return out, nil
 }
 
+// parsePaths reads -paths; the run keeps allPaths' order, whatever the
+// order given.
 func parsePaths(s string) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
@@ -344,6 +318,7 @@ func parsePaths(s string) ([]string, error) {
 			out = append(out, f)
 		}
 	}
+	slices.SortFunc(out, func(a, b string) int { return slices.Index(allPaths, a) - slices.Index(allPaths, b) })
 	return out, nil
 }
 
@@ -400,4 +375,61 @@ func parseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("size %q must be positive", s)
 	}
 	return n * mult, nil
+}
+
+// flagGroups are -h's sections, each with its flags in order.
+var flagGroups = []struct {
+	title string
+	flags []string
+}{
+	{"What to run", []string{"preset", "mode", "paths", "ops", "payload", "writers", "pace"}},
+	{"How much of it", []string{"messages", "total-ops", "total-bytes", "max-inflight", "repeat", "warmup", "point-timeout", "codec-duration"}},
+	{"Output", []string{"out", "report", "progress", "cpuprofile"}},
+	{"The link (root only)", []string{"netns", "netem-rate", "netem-delay"}},
+}
+
+// printGrouped prints fs's flags as PrintDefaults does, in groups; a
+// flag no group names comes last, so that none is left out.
+func printGrouped(fs *flag.FlagSet, groups []struct {
+	title string
+	flags []string
+}) {
+	w := fs.Output()
+	listed := map[string]bool{}
+	print := func(f *flag.Flag) {
+		listed[f.Name] = true
+		name, usage := flag.UnquoteUsage(f)
+		line := "  -" + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		def := ""
+		switch {
+		case f.DefValue == "" || name != "string" && (f.DefValue == "0" || f.DefValue == "false" || f.DefValue == "0s"):
+		case name == "string":
+			def = fmt.Sprintf(" (default %q)", f.DefValue)
+		default:
+			def = fmt.Sprintf(" (default %v)", f.DefValue)
+		}
+		fmt.Fprintf(w, "%s\n    \t%s%s\n", line, strings.ReplaceAll(usage, "\n", "\n    \t"), def)
+	}
+	for _, g := range groups {
+		fmt.Fprintf(w, "\n%s:\n", g.title)
+		for _, name := range g.flags {
+			if f := fs.Lookup(name); f != nil {
+				print(f)
+			}
+		}
+	}
+	first := true
+	fs.VisitAll(func(f *flag.Flag) {
+		if listed[f.Name] {
+			return
+		}
+		if first {
+			fmt.Fprintf(w, "\nOther:\n")
+			first = false
+		}
+		print(f)
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,11 +69,10 @@ func TestPresetQuickAndOverrides(t *testing.T) {
 	assert.Empty(t, skipped)
 	last := points[len(points)-1]
 	assert.Equal(t, Point{Op: "call", Payload: "data", Writers: 5000, PaceMS: 100, Messages: 50}, last)
-	assert.Equal(t, 30*time.Second, c.AfterLoad)
 
-	c, err = parseConfig([]string{"-preset", "quick", "-writers", "5", "-out", "x.jsonl", "-after-load", "0s"}, io.Discard)
+	c, err = parseConfig([]string{"-preset", "quick", "-writers", "5", "-out", "x.jsonl", "-repeat", "3"}, io.Discard)
 	require.NoError(t, err)
-	assert.Zero(t, c.AfterLoad)
+	assert.Equal(t, 3, c.Repeat)
 	assert.Equal(t, []int{5}, c.Sweeps[0].Writers)
 	assert.Equal(t, "x.jsonl", c.Out)
 	assert.Equal(t, "perf/results/quick", c.Report)
@@ -98,22 +98,39 @@ func TestMessagesPerPoint(t *testing.T) {
 	assert.Len(t, skipped, 1)
 }
 
-// -paths picks the paths, RPCXBATCH_PERF_ONLY (a comma list) narrows them
-// further; the run keeps allPaths' order whatever the order given.
+// -paths picks the paths; the run keeps allPaths' order whatever the
+// order given.
 func TestPathSelection(t *testing.T) {
 	c, err := parseConfig([]string{"-paths", "dropin, plainx,dropin"}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"dropin", "plainx"}, c.Paths)
-	assert.Equal(t, []string{"plainx", "dropin"}, c.runPaths())
+	assert.Equal(t, []string{"plainx", "dropin"}, c.Paths)
 
 	c, err = parseConfig(nil, io.Discard)
 	require.NoError(t, err)
-	t.Setenv(onlyPathEnv, "dropin,batch")
-	assert.Equal(t, []string{"batch", "dropin"}, c.runPaths())
-	t.Setenv(onlyPathEnv, "plain")
-	assert.Equal(t, []string{"plain"}, c.runPaths())
-	t.Setenv(onlyPathEnv, "")
-	assert.Equal(t, allPaths, c.runPaths())
+	assert.Equal(t, allPaths, c.Paths)
+}
+
+// -h lists every flag once, in its group.
+func TestHelpGroupsEveryFlag(t *testing.T) {
+	var b strings.Builder
+	_, err := parseConfig([]string{"-h"}, &b)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	out := b.String()
+	assert.NotContains(t, out, "\nOther:", "every flag is in a group")
+	for _, g := range flagGroups {
+		assert.Contains(t, out, "\n"+g.title+":\n")
+	}
+	n := 0
+	for _, g := range flagGroups {
+		for _, name := range g.flags {
+			n++
+			assert.Equal(t, 1, strings.Count(out, "\n  -"+name+" ")+strings.Count(out, "\n  -"+name+"\n"), name)
+		}
+	}
+	assert.Equal(t, 22, n, "the harness's flags")
+	assert.Contains(t, out, `-out string`+"\n    \tJSON lines output, one object per point and path (\"\" = none) (default \"perf/results/run.jsonl\")")
+	assert.Contains(t, out, "-repeat int\n    \truns of every path per point")
+	assert.Contains(t, out, "(default 1)")
 }
 
 // Every path offers call, go and cast; send only the two that are not an
@@ -135,23 +152,6 @@ func TestPayloadSizes(t *testing.T) {
 	assert.Less(t, payloads["tiny"].size, 16)
 	assert.Greater(t, payloads["binary_1mib"].size, 1<<20)
 	assert.Equal(t, []string{"tiny", "data", "binary_10kib", "binary_100kib", "binary_1mib"}, payloadNames())
-}
-
-func TestHistogramQuantiles(t *testing.T) {
-	h := new(histogram)
-	for i := 1; i <= 1000; i++ {
-		h.record(i, time.Duration(i)*time.Microsecond)
-	}
-	q := h.quantiles(0.5, 0.99, 0.999)
-	assert.InEpsilon(t, 500*time.Microsecond, q[0], 0.04)
-	assert.InEpsilon(t, 990*time.Microsecond, q[1], 0.04)
-	assert.InEpsilon(t, 999*time.Microsecond, q[2], 0.04)
-	assert.Nil(t, new(histogram).quantiles(0.5))
-	for _, ns := range []uint64{0, 1, 31, 32, 33, 1000, 1 << 40, 1<<63 - 1} {
-		i := bucketOf(ns)
-		require.Less(t, i, histBuckets)
-		assert.InEpsilon(t, float64(ns)+1, float64(bucketMid(i))+1, 0.04, "%d", ns)
-	}
 }
 
 func TestPresetFullPacedCount(t *testing.T) {

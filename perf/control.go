@@ -42,10 +42,7 @@ type CountReply struct {
 
 // ServerStats is what the server spent since the last Reset.
 type ServerStats struct {
-	CPUNanos int64
-	// RunqWaitNanos is the time the server's threads waited for a CPU
-	// (runqwait.go), -1 if unknown.
-	RunqWaitNanos int64
+	CPUNanos      int64
 	Writes, Bytes int64 // write syscalls and bytes, less the control traffic; -1 if unknown
 	// SocketWrites and SocketBytes are the Write calls and bytes on the
 	// service's connections alone (no runtime wakeups, no control).
@@ -133,7 +130,7 @@ func (c *Control) Stats(_ context.Context, _ *Empty, s *ServerStats) error {
 	data := c.data.snapshot().sub(c.baseData)
 	s.SocketWrites, s.SocketBytes = data.writes, data.bytes
 	m := c.metricsNow()
-	s.CPUNanos, s.RunqWaitNanos = int64(u.CPU), int64(u.RunqWait)
+	s.CPUNanos = int64(u.CPU)
 	s.Writes, s.Bytes = u.Writes, u.Bytes
 	if s.Writes >= 0 {
 		s.Writes -= ctrl.writes

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/benchkit"
 )
 
 // runEnv is what every run of a path shares: its server and the control
@@ -19,10 +21,6 @@ type runEnv struct {
 	ctl      *controlClient
 	progress *countingWriter // stderr, counted so its writes can be subtracted
 	info     ServerInfo
-	// idleServer and idleServerMem are the server's RSS (MB) and memory
-	// breakdown before the sweep, settled.
-	idleServer    float64
-	idleServerMem MemDetail
 }
 
 // measurement is what one run collected, before it is turned into a Result.
@@ -32,7 +30,6 @@ type measurement struct {
 	elapsed              time.Duration
 	bounded              bool
 	lat                  []time.Duration // p50, p99, p99.9; nil for cast and send
-	pace                 *paceSummary    // nil for a closed loop
 	client               usage
 	clientRSS, clientG   int64
 	server               ServerStats
@@ -65,7 +62,7 @@ func (d *doneCounter) sum() int64 {
 // runPath measures one point over one path, on a fresh client closed
 // after it.
 func runPath(ctx context.Context, env *runEnv, pt Point, path string) (measurement, error) {
-	t, err := dialTarget(path, pt.Op, env.srv.addr, env.cfg)
+	t, err := dialTarget(path, pt.Op, env.srv.addr)
 	if err != nil {
 		return measurement{}, err
 	}
@@ -103,34 +100,19 @@ func runOn(ctx context.Context, env *runEnv, t target, pt Point, path string) (m
 		done  doneCounter
 		errs  atomic.Int64
 		first atomic.Pointer[error]
-		hist  *histogram
+		hist  *benchkit.Histogram
 		wg    sync.WaitGroup
 		start = make(chan struct{})
 	)
 	if replied(pt.Op) {
-		hist = new(histogram)
+		hist = new(benchkit.Histogram)
 	}
 	pace := time.Duration(pt.PaceMS) * time.Millisecond
-	var pc *pacing
-	if pace > 0 {
-		pc = newPacing(pt.Writers)
-	}
-	var t0 time.Time
 	for w := range pt.Writers {
 		wctx, op := t.op(pctx, pt.Op, prof, args, w)
-		var wp *writerPace
-		if pc != nil {
-			wp = &pc.writers[w]
-		}
 		wg.Go(func() {
 			<-start
-			if wp != nil {
-				wp.start = t0
-			}
-			writer(wctx, w, pt.Messages, pace, op, hist, &done, &errs, &first, wp, pcLate(pc))
-			if wp != nil {
-				wp.end = time.Since(t0)
-			}
+			writer(wctx, w, pt.Messages, pace, op, hist, &done, &errs, &first)
 		})
 	}
 	ctlBase, progBase := env.ctl.io.snapshot(), env.progress.snapshot()
@@ -138,7 +120,7 @@ func runOn(ctx context.Context, env *runEnv, t target, pt Point, path string) (m
 	samp := startSampler()
 	stopProgress := startProgress(env, pt, path, &done)
 
-	t0 = time.Now()
+	t0 := time.Now()
 	close(start)
 	wg.Wait() // every writer stops at its count or at pctx's end
 	m.submitted = done.sum()
@@ -186,11 +168,7 @@ func runOn(ctx context.Context, env *runEnv, t target, pt Point, path string) (m
 		m.firstErr = *e
 	}
 	if hist != nil {
-		m.lat = hist.quantiles(0.5, 0.99, 0.999)
-	}
-	if pc != nil {
-		ps := pc.summary()
-		m.pace = &ps
+		m.lat = hist.Quantiles(0.5, 0.99, 0.999)
 	}
 	return m, nil
 }
@@ -198,12 +176,9 @@ func runOn(ctx context.Context, env *runEnv, t target, pt Point, path string) (m
 // writer is one writer's loop: messages operations, a pause of pace
 // between two, until done or ctx ends. A paced writer starts at a random
 // moment within its first pause, so that N writers spread over the pace
-// instead of firing together. With wp, it sums its latencies and how late
-// its pauses ended (pacing.go), from the clock reads it makes anyway: the
-// end of one call is the start of its pause, the end of a pause the start
-// of the next call.
-func writer(ctx context.Context, w, messages int, pace time.Duration, op opFunc, hist *histogram,
-	done *doneCounter, errs *atomic.Int64, first *atomic.Pointer[error], wp *writerPace, late *histogram) {
+// instead of firing together.
+func writer(ctx context.Context, w, messages int, pace time.Duration, op opFunc, hist *benchkit.Histogram,
+	done *doneCounter, errs *atomic.Int64, first *atomic.Pointer[error]) {
 	var timer *time.Timer
 	sleep := func(d time.Duration) bool {
 		if timer == nil {
@@ -218,31 +193,21 @@ func writer(ctx context.Context, w, messages int, pace time.Duration, op opFunc,
 			return false
 		}
 	}
-	var t time.Time
 	if pace > 0 {
 		defer func() {
 			if timer != nil {
 				timer.Stop()
 			}
 		}()
-		offset := rand.N(pace)
-		if !sleep(offset) {
+		if !sleep(rand.N(pace)) {
 			return
-		}
-		t = time.Now()
-		if wp != nil {
-			// From the point's start, not the offset drawn: the writer's
-			// own start and its first timer's lateness are part of it.
-			wp.offset = t.Sub(wp.start)
 		}
 	}
 	for j := range messages {
 		if ctx.Err() != nil {
 			return
 		}
-		if pace == 0 {
-			t = time.Now()
-		}
+		t := time.Now()
 		if err := op(ctx); err != nil {
 			if ctx.Err() != nil {
 				return
@@ -252,24 +217,12 @@ func writer(ctx context.Context, w, messages int, pace time.Duration, op opFunc,
 			}
 			return // one failure ends this writer; the point reports it
 		}
-		end := time.Now()
 		if hist != nil {
-			hist.record(w, end.Sub(t))
-		}
-		if wp != nil {
-			wp.lat += end.Sub(t)
+			hist.Record(w, time.Since(t))
 		}
 		done.add(w)
-		if pace > 0 && j < messages-1 {
-			if !sleep(pace) {
-				return
-			}
-			t = time.Now()
-			if wp != nil {
-				d := t.Sub(end) - pace
-				wp.late += d
-				late.record(w, d)
-			}
+		if pace > 0 && j < messages-1 && !sleep(pace) {
+			return
 		}
 	}
 }

@@ -7,13 +7,12 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
-	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
-	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
+	"github.com/rpcxbatch/rpcxbatch/internal/benchkit"
 )
 
 // The figures: throughput against writer count, every path, one panel
@@ -21,10 +20,6 @@ import (
 // lives in this file.
 
 var (
-	plainColor    = color.RGBA{R: 200, G: 70, B: 50, A: 255}
-	plainXColor   = color.RGBA{R: 230, G: 150, B: 40, A: 255}
-	batchColor    = color.RGBA{R: 40, G: 90, B: 200, A: 255}
-	dropinColor   = color.RGBA{R: 140, G: 60, B: 180, A: 255}
 	intendedColor = color.RGBA{R: 120, G: 120, B: 120, A: 255}
 	ceilingColor  = color.RGBA{R: 30, G: 150, B: 80, A: 255}
 )
@@ -112,7 +107,7 @@ func opPlot(g group, op string, results []Result, cs []Ceiling) (*plot.Plot, flo
 	p.Y.Label.Text = op + "s per second"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Y.Tick.Marker = siTicks{}
+	p.Y.Tick.Marker = benchkit.SITicks{}
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Add(plotter.NewGrid())
 
@@ -134,17 +129,9 @@ func opPlot(g group, op string, results []Result, cs []Ceiling) (*plot.Plot, flo
 			top, lo, hi = max(top, xy.Y), min(lo, xy.X), max(hi, xy.X)
 		}
 	}
-	for _, l := range []struct {
-		path, name string
-		c          color.Color
-	}{
-		{pathPlain, "plain rpcx Client", plainColor},
-		{pathPlainX, "plain rpcx XClient", plainXColor},
-		{pathBatch, "rpcxbatch Client", batchColor},
-		{pathDropin, "rpcxbatch drop-in XClient", dropinColor},
-	} {
-		if len(series[l.path]) > 0 {
-			add(l.name, series[l.path], l.c, false)
+	for _, path := range allPaths {
+		if len(series[path]) > 0 {
+			add(benchkit.PathNames[path], series[path], benchkit.PathColors[path], false)
 		}
 	}
 	if len(intended) > 0 {
@@ -186,27 +173,4 @@ func paceText(ms int) string {
 		return "closed loop"
 	}
 	return fmt.Sprintf("pace %d ms", ms)
-}
-
-// siTicks labels a linear axis 0, 50k, 100k, 1.5M rather than 1e+05.
-type siTicks struct{}
-
-func (siTicks) Ticks(lo, hi float64) []plot.Tick {
-	ts := plot.DefaultTicks{}.Ticks(lo, hi)
-	for i := range ts {
-		if ts[i].Label != "" {
-			ts[i].Label = si(ts[i].Value)
-		}
-	}
-	return ts
-}
-
-func si(v float64) string {
-	switch a := math.Abs(v); {
-	case a >= 1e6:
-		return strconv.FormatFloat(v/1e6, 'f', -1, 64) + "M"
-	case a >= 1e3:
-		return strconv.FormatFloat(v/1e3, 'f', -1, 64) + "k"
-	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
 }

@@ -8,6 +8,8 @@
 //	go run ./perf -preset quick      # what `make perf-quick` runs
 //	go run ./perf -mode codec        # only the codec ceiling
 //
+// To measure your own service instead, see cmd/rpcxbench.
+//
 // The same binary is the server and, one per path, the client process
 // that drives the load: the harness re-executes itself with roleEnv set
 // (see server.go and clientproc.go), so nothing has to be built or
@@ -26,7 +28,7 @@ import (
 
 func main() {
 	if os.Getenv(roleEnv) == roleServer {
-		if err := profiled(serverRole(), func() error { return runServer(os.Getenv(listenEnv)) }); err != nil {
+		if err := profiled(os.Getenv(profileEnv), func() error { return runServer(os.Getenv(listenEnv)) }); err != nil {
 			fmt.Fprintln(os.Stderr, "perf server:", err)
 			os.Exit(1)
 		}
@@ -38,7 +40,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if os.Getenv(roleEnv) == roleClient {
-		if err := profiled("client-"+os.Getenv(clientPathEnv), func() error { return runClient(ctx) }); err != nil {
+		if err := runClient(ctx); err != nil {
 			fmt.Fprintln(os.Stderr, "perf client:", err)
 			stop()
 			os.Exit(1)
@@ -53,25 +55,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "perf:", err)
 		os.Exit(2)
 	}
-	if err := profiled("client", func() error { return run(ctx, cfg, os.Stdout, os.Stderr) }); err != nil {
+	if err := run(ctx, cfg, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "perf:", err)
 		stop()
 		os.Exit(1)
 	}
-}
-
-// profiled runs f, under the CPU profile and execution trace of this
-// process's role when they are asked for (profileEnv, traceEnv).
-func profiled(role string, f func() error) error {
-	stopProfile, err := startCPUProfile(role)
-	if err != nil {
-		return err
-	}
-	defer stopProfile()
-	stopTrace, err := startTrace(role)
-	if err != nil {
-		return err
-	}
-	defer stopTrace()
-	return f()
 }

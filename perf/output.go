@@ -44,24 +44,10 @@ type Result struct {
 	P50us             *float64 `json:"p50_us"`
 	P99us             *float64 `json:"p99_us"`
 	P999us            *float64 `json:"p999_us"`
-	// Paced points only (pacing.go): how late a writer's pause ended
-	// (p50, p99), and the writer that finished last's first pause, summed
-	// call latency and summed lateness, with the means over all writers.
-	LateP50us    *float64 `json:"late_p50_us,omitempty"`
-	LateP99us    *float64 `json:"late_p99_us,omitempty"`
-	LastOffsetMS *float64 `json:"last_writer_offset_ms,omitempty"`
-	LastLatMS    *float64 `json:"last_writer_latency_ms,omitempty"`
-	LastLateMS   *float64 `json:"last_writer_lateness_ms,omitempty"`
-	MeanLatMS    *float64 `json:"mean_writer_latency_ms,omitempty"`
-	MeanLateMS   *float64 `json:"mean_writer_lateness_ms,omitempty"`
-	ClientCPUs   float64  `json:"client_cpu_s"`
-	ServerCPUs   float64  `json:"server_cpu_s"`
-	// ClientRunqWaitS and ServerRunqWaitS are the seconds each process's
-	// threads were ready but waited for a CPU (other load on the
-	// machine); LoadAvg is the machine's one-minute load average when the
-	// point ended.
-	ClientRunqWaitS   *float64 `json:"client_runq_wait_s,omitempty"`
-	ServerRunqWaitS   *float64 `json:"server_runq_wait_s,omitempty"`
+	ClientCPUs        float64  `json:"client_cpu_s"`
+	ServerCPUs        float64  `json:"server_cpu_s"`
+	// LoadAvg is the machine's one-minute load average when the point
+	// ended: a figure taken on a busy machine says so.
 	LoadAvg           *float64 `json:"load_avg,omitempty"`
 	ClientCPUusPerOp  *float64 `json:"client_cpu_us_per_op"`
 	ServerCPUusPerOp  *float64 `json:"server_cpu_us_per_op"`
@@ -101,7 +87,7 @@ type Result struct {
 	ClientCPUusPerOpMin *float64 `json:"client_cpu_us_per_op_min,omitempty"`
 	ClientCPUusPerOpMax *float64 `json:"client_cpu_us_per_op_max,omitempty"`
 	// ClientPid is the process that drove the load: the path's client
-	// process, or the harness's own with -shared-client.
+	// process.
 	ClientPid int `json:"client_pid"`
 }
 
@@ -140,19 +126,6 @@ func newResult(pt Point, path string, m measurement, env *runEnv, round, repeats
 	if len(m.lat) == 3 {
 		us := func(d time.Duration) *float64 { return ptr(float64(d) / 1e3) }
 		r.P50us, r.P99us, r.P999us = us(m.lat[0]), us(m.lat[1]), us(m.lat[2])
-	}
-	if p := m.pace; p != nil {
-		us := func(d time.Duration) *float64 { return ptr(float64(d) / 1e3) }
-		ms := func(d time.Duration) *float64 { return ptr(float64(d) / 1e6) }
-		r.LateP50us, r.LateP99us = us(p.LateP50), us(p.LateP99)
-		r.LastOffsetMS, r.LastLatMS, r.LastLateMS = ms(p.Offset), ms(p.Lat), ms(p.Late)
-		r.MeanLatMS, r.MeanLateMS = ms(p.MeanLat), ms(p.MeanLate)
-	}
-	if m.client.RunqWait >= 0 {
-		r.ClientRunqWaitS = ptr(m.client.RunqWait.Seconds())
-	}
-	if m.server.RunqWaitNanos >= 0 {
-		r.ServerRunqWaitS = ptr(time.Duration(m.server.RunqWaitNanos).Seconds())
 	}
 	if l := loadAvg(); l >= 0 {
 		r.LoadAvg = ptr(l)

@@ -1,52 +1,33 @@
 package main
 
 import (
-	"fmt"
-	"os"
-	"runtime"
-	"runtime/pprof"
-
-	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
+	"github.com/rpcxbatch/rpcxbatch/internal/benchkit"
 )
 
-// profileEnv, when set to a path prefix, makes the processes write a CPU
-// profile of the whole run: PREFIX.client-<path>.pprof from each path's
-// client process, which drives its load, PREFIX.client.pprof from the
-// harness (the load itself with -shared-client, and the after-load
-// bursts), and PREFIX.server-<path>.pprof from each path's server
-// (PREFIX.server.pprof with -shared-server). Read them with go tool pprof.
-const profileEnv = "RPCXBATCH_PERF_CPUPROFILE"
+// profileEnv carries -cpuprofile's file to a server process: the harness
+// sets it to PREFIX.server-<path>.pprof. A client process reads its own
+// from the Config it is given (PREFIX.client-<path>.pprof).
+const profileEnv = "RPCXBATCH_PERF_PROFILE"
 
-// startCPUProfile starts the CPU profile of this process's role, if asked
-// for; the returned func stops it and writes it out.
-func startCPUProfile(role string) (stop func(), err error) {
-	prefix := os.Getenv(profileEnv)
-	if prefix == "" {
-		return func() {}, nil
+// profiled runs f under a CPU profile written to file (go tool pprof),
+// or without one when file is "".
+func profiled(file string, f func() error) error {
+	if file == "" {
+		return f()
 	}
-	return benchkit.StartCPUProfile(profileEnv, prefix+"."+role+".pprof")
+	stop, err := benchkit.StartCPUProfile("-cpuprofile", file)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return f()
 }
 
-// heapProfileEnv, when set to a path prefix, makes the harness write the
-// client process's heap profile after each path's wait after the load
-// (PREFIX.<path>.heap.pprof, after a collection so that it shows what is
-// live): what the memory left behind is made of.
-const heapProfileEnv = "RPCXBATCH_PERF_HEAPPROFILE"
-
-// writeHeapProfile writes it, if asked for.
-func writeHeapProfile(path string) error {
-	prefix := os.Getenv(heapProfileEnv)
+// profileFile is the file of role's profile under -cpuprofile's prefix,
+// "" without one.
+func profileFile(prefix, role string) string {
 	if prefix == "" {
-		return nil
+		return ""
 	}
-	f, err := os.Create(prefix + "." + path + ".heap.pprof")
-	if err != nil {
-		return fmt.Errorf("%s: %w", heapProfileEnv, err)
-	}
-	defer f.Close()
-	runtime.GC()
-	if err := pprof.WriteHeapProfile(f); err != nil {
-		return fmt.Errorf("%s: %w", heapProfileEnv, err)
-	}
-	return nil
+	return prefix + "." + role + ".pprof"
 }

@@ -11,14 +11,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
+	"github.com/rpcxbatch/rpcxbatch/internal/benchkit"
 )
 
 // writeReport writes the report folder: report.md (throughput tables with
 // the figures, the resources table, the codec ceiling and the batch path's
-// fraction of it, and, when mem is not nil, the memory the load left
-// behind), the figures, and ceiling.json.
-func writeReport(cfg Config, results []Result, cs []Ceiling, mem *afterLoad, took time.Duration) error {
+// fraction of it), the figures, and ceiling.json.
+func writeReport(cfg Config, results []Result, cs []Ceiling, took time.Duration) error {
 	dir := cfg.Report
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("report folder: %w", err)
@@ -47,14 +46,8 @@ func writeReport(cfg Config, results []Result, cs []Ceiling, mem *afterLoad, too
 	} else {
 		fmt.Fprintf(&b, "- link: loopback, client and server share the machine's cores\n")
 	}
-	servers := "each path against a server process of its own (idle while the other path runs), so that a path's server RSS and goroutines are its own"
-	if cfg.SharedServer {
-		servers = "against the same server process (`-shared-server`)"
-	}
+	servers := "each path against a server process of its own (idle while the other paths run), so that a path's server RSS and goroutines are its own"
 	clients := "each path driven from a client process of its own, which runs only that path's points"
-	if cfg.SharedClient {
-		clients = "every path driven from the harness's own process (`-shared-client`)"
-	}
 	b.WriteString("\nHow to read: each point runs every path back to back, " + servers + ", " + clients + "; " +
 		"batch ÷ plain = the direct Client's ops/s ÷ rpcx's Client's, dropin ÷ plainx = the drop-in XClient's ÷ rpcx's XClient's, " +
 		"dropin ÷ batch = what the drop-in keeps of the direct Client. An XClient has no send: n/a. " +
@@ -121,10 +114,6 @@ func writeReport(cfg Config, results []Result, cs []Ceiling, mem *afterLoad, too
 			r.ClientRSSMB, r.ServerRSSMB, fmtOpt(r.ClientWritesPerOp, 3), fmtOpt(r.ServerWritesPerOp, 3),
 			fmtOpt(r.ClientBytesPerOp, 0), fmtOpt(r.ServerBytesPerOp, 0), thousands(float64(r.ClientGoroutines)),
 			thousands(float64(r.ServerGoroutines)), fmtOpt(r.AvgBatch, 1), fmtOpt(r.AvgReplyBatch, 1))
-	}
-
-	if mem != nil {
-		b.WriteString(mem.markdown())
 	}
 
 	b.WriteString("\n## Codec ceiling\n\nIn one process, on all cores, with no transport: msgpack encoding and decoding of the payload, " +

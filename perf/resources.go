@@ -8,29 +8,21 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/benchkit"
 )
 
 // usage is a snapshot of what this process has consumed so far; a point's
 // cost is the difference of two snapshots.
 type usage struct {
-	CPU time.Duration // user + system, all threads
-	// RunqWait is the time this process's threads were ready to run but
-	// waited for a CPU (the kernel's run queue, schedstat), -1 if
-	// unknown: other processes' load, which no path can do anything
-	// about, shows here.
-	RunqWait time.Duration
-	Writes   int64 // write-family syscalls (syscw), -1 if unknown
-	Bytes    int64 // bytes passed to them (wchar), -1 if unknown
+	CPU    time.Duration // user + system, all threads
+	Writes int64         // write-family syscalls (syscw), -1 if unknown
+	Bytes  int64         // bytes passed to them (wchar), -1 if unknown
 }
 
 func readUsage() usage {
-	u := usage{Writes: -1, Bytes: -1, RunqWait: runqWait()}
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		u.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
+	u := usage{Writes: -1, Bytes: -1, CPU: benchkit.ProcessCPU()}
 	// /proc/self/io counts every write syscall of the process, whichever
 	// goroutine or library made it: the honest count for both paths.
 	if b, err := os.ReadFile("/proc/self/io"); err == nil {
@@ -41,10 +33,7 @@ func readUsage() usage {
 }
 
 func (u usage) sub(v usage) usage {
-	d := usage{CPU: u.CPU - v.CPU, Writes: -1, Bytes: -1, RunqWait: -1}
-	if u.RunqWait >= 0 && v.RunqWait >= 0 {
-		d.RunqWait = u.RunqWait - v.RunqWait
-	}
+	d := usage{CPU: u.CPU - v.CPU, Writes: -1, Bytes: -1}
 	if u.Writes >= 0 && v.Writes >= 0 {
 		d.Writes = u.Writes - v.Writes
 	}
@@ -171,3 +160,20 @@ func procString(b []byte, name string) string {
 
 // numCPU is the machine's logical CPU count.
 func numCPU() int { return runtime.NumCPU() }
+
+// loadAvg is the machine's one-minute load average, -1 if unknown.
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	fs := bytes.Fields(b)
+	if len(fs) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(string(fs[0]), 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}

@@ -12,8 +12,9 @@ import (
 	"github.com/smallnest/rpcx/log"
 )
 
-// run executes cfg: the sweep (a server process per path, points over every path,
-// table, JSON lines, codec ceiling, report) or only the codec ceiling.
+// run executes cfg: the sweep (a server and a client process per path,
+// points over every path, table, JSON lines, codec ceiling, report) or
+// only the codec ceiling.
 func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	log.SetLogger(quietLogger{log.GetLogger()})
 	if cfg.Mode == "codec" {
@@ -43,9 +44,6 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		host, prefix = ns.serverIP, ns.execPrefix()
 	}
 	progress := &countingWriter{w: stderr}
-	if err := passServerOptions(cfg); err != nil {
-		return err
-	}
 	envs, err := startServers(ctx, cfg, host, prefix, progress)
 	defer func() {
 		for _, env := range envs.all() {
@@ -56,18 +54,11 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var idleClient float64
 	for _, env := range envs.all() {
 		if env.info, err = env.ctl.reset(ctx); err != nil {
 			return err
 		}
 		if _, err := env.ctl.stats(ctx); err != nil {
-			return err
-		}
-		if idleClient, env.idleServer, err = idleRSS(ctx, env.ctl); err != nil {
-			return err
-		}
-		if env.idleServerMem, err = env.ctl.mem(ctx); err != nil {
 			return err
 		}
 	}
@@ -78,7 +69,7 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	defer sink.close()
 
-	paths := cfg.runPaths()
+	paths := cfg.Paths
 	clients, err := startClients(cfg, paths, envs, progress)
 	defer func() {
 		for _, cp := range clients {
@@ -109,7 +100,7 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 				}
 				fmt.Fprintf(progress, "point %d/%d%s: %s %s %s w=%d pace=%dms × %d messages\n",
 					i+1, len(points), roundText(round, cfg.Repeat), pt.Op, path, pt.Payload, pt.Writers, pt.PaceMS, pt.Messages)
-				m, err := measurePath(ctx, envs[path], clients[path], pt, path)
+				m, err := clients[path].measure(ctx, pt, cfg.PointTimeout)
 				if err != nil {
 					return fmt.Errorf("%s %s %s w=%d: %w", pt.Op, path, pt.Payload, pt.Writers, err)
 				}
@@ -137,16 +128,6 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		tableRow(stdout, pt, got)
 	}
 	fmt.Fprintf(stderr, "sweep took %v\n", time.Since(started).Round(time.Second))
-	var mem *afterLoad
-	if cfg.AfterLoad > 0 {
-		a, err := measureAfterLoad(ctx, cfg, envs, points, idleClient, progress)
-		if err != nil {
-			return err
-		}
-		a.print(stdout)
-		mem = &a
-	}
-
 	cs, err := ceilings(ctx, cfg)
 	if err != nil {
 		return err
@@ -157,7 +138,7 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "results:", cfg.Out)
 	}
 	if cfg.Report != "" {
-		if err := writeReport(cfg, results, cs, mem, time.Since(started)); err != nil {
+		if err := writeReport(cfg, results, cs, time.Since(started)); err != nil {
 			return err
 		}
 		fmt.Fprintln(stderr, "report:", cfg.Report+"/report.md")

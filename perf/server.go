@@ -27,20 +27,8 @@ const (
 	roleEnv    = "RPCXBATCH_PERF_ROLE"
 	roleServer = "server"
 	listenEnv  = "RPCXBATCH_PERF_LISTEN"
-	// serverNameEnv is the path the server serves, "" when it serves
-	// every path: its profiles are named by it (serverRole).
-	serverNameEnv = "RPCXBATCH_PERF_SERVER_NAME"
-	readyWord     = "READY"
+	readyWord  = "READY"
 )
-
-// serverRole is the server process's name in its profiles' file names:
-// "server-<path>", or "server" for a server shared by every path.
-func serverRole() string {
-	if name := os.Getenv(serverNameEnv); name != "" {
-		return "server-" + name
-	}
-	return "server"
-}
 
 func runServer(host string) error {
 	if host == "" {
@@ -62,11 +50,7 @@ func runServer(host string) error {
 	if err := s.RegisterName("Sink", Sink{count}, ""); err != nil {
 		return fmt.Errorf("register Sink: %w", err)
 	}
-	opts, err := serverOptions()
-	if err != nil {
-		return err
-	}
-	p, err := batchserver.New(s, opts...)
+	p, err := batchserver.New(s)
 	if err != nil {
 		return fmt.Errorf("batch plugin: %w", err)
 	}

@@ -9,7 +9,7 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
+	"github.com/rpcxbatch/rpcxbatch/internal/benchkit"
 )
 
 // childProc is a process the harness started (a server, or a path's
@@ -51,14 +51,15 @@ type serverProc struct {
 	addr, ctrl string
 }
 
-// startServer re-executes this binary as the server, on host, optionally
-// inside a network namespace (prefix is then "ip netns exec NAME"), and
-// waits for it to report its addresses. name names its profiles: the path
-// it serves, or "" for a server shared by every path.
-func startServer(ctx context.Context, host, name string, prefix []string, stderr io.Writer) (*serverProc, error) {
+// startServer re-executes this binary as path's server, on host,
+// optionally inside a network namespace (prefix is then "ip netns exec
+// NAME"), and waits for it to report its addresses. With a -cpuprofile
+// prefix it writes its CPU profile.
+func startServer(ctx context.Context, host, path, profilePrefix string, prefix []string, stderr io.Writer) (*serverProc, error) {
 	// Its own process group and Pdeathsig (see StartChild); stdin's EOF
 	// covers the rest.
-	ch, err := benchkit.StartChild("server", prefix, []string{roleEnv + "=" + roleServer, listenEnv + "=" + host, serverNameEnv + "=" + name}, stderr)
+	ch, err := benchkit.StartChild("server", prefix, []string{roleEnv + "=" + roleServer, listenEnv + "=" + host,
+		profileEnv + "=" + profileFile(profilePrefix, "server-"+path)}, stderr)
 	if err != nil {
 		return nil, err
 	}

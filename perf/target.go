@@ -64,14 +64,14 @@ type target interface {
 
 // dialTarget makes path's client for points of op (an XClient serves one
 // service path, the one op goes to).
-func dialTarget(path, op, addr string, cfg Config) (target, error) {
+func dialTarget(path, op, addr string) (target, error) {
 	switch path {
 	case pathPlain:
 		return dialPlain(addr)
 	case pathBatch:
-		return dialBatch(addr, clientOptions(cfg)...)
+		return dialBatch(addr)
 	case pathPlainX, pathDropin:
-		return dialXClient(path, servicePath(op), addr, cfg)
+		return dialXClient(path, servicePath(op), addr)
 	}
 	return nil, fmt.Errorf("unknown path %q", path)
 }
@@ -133,8 +133,8 @@ type batchTarget struct {
 	addr string
 }
 
-func dialBatch(addr string, opts ...batchclient.Option) (*batchTarget, error) {
-	c, err := batchclient.New(opts...)
+func dialBatch(addr string) (*batchTarget, error) {
+	c, err := batchclient.New()
 	if err != nil {
 		return nil, fmt.Errorf("batch client: %w", err)
 	}

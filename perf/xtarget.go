@@ -29,13 +29,13 @@ type xTarget struct {
 	addr string
 }
 
-func dialXClient(path, service, addr string, cfg Config) (*xTarget, error) {
+func dialXClient(path, service, addr string) (*xTarget, error) {
 	d, err := client.NewPeer2PeerDiscovery("tcp@"+addr, "")
 	if err != nil {
 		return nil, fmt.Errorf("%s: peer-to-peer discovery of %s: %w", path, addr, err)
 	}
 	if path == pathDropin {
-		bc, err := batchclient.New(append([]batchclient.Option{batchclient.FromRPCX(rpcxOption())}, clientOptions(cfg)...)...)
+		bc, err := batchclient.New(batchclient.FromRPCX(rpcxOption()))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
+	"github.com/rpcxbatch/rpcxbatch/internal/benchkit"
 )
 
 // summary is the median run of one point.

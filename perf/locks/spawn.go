@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rpcxbatch/rpcxbatch/perf/internal/benchkit"
+	"github.com/rpcxbatch/rpcxbatch/internal/benchkit"
 )
 
 // nodeProc is a lock node process the harness started; stop ends it.

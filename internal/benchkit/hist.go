@@ -1,4 +1,4 @@
-package main
+package benchkit
 
 import (
 	"math/bits"
@@ -6,11 +6,12 @@ import (
 	"time"
 )
 
-// histogram is a log-bucketed latency histogram: 32 buckets per power of
+// Histogram is a log-bucketed latency histogram: 32 buckets per power of
 // two (about 3 % resolution), fixed size, lock-free. Writers record into
 // one of a few shards so that 10,000 of them do not all hammer the same
-// cache lines; the shards are summed only when the point is over.
-type histogram struct {
+// cache lines; the shards are summed only when the point is over. The zero
+// value is ready to use; it is large (about 130 KB), so allocate it.
+type Histogram struct {
 	shards [histShards][histBuckets]atomic.Uint64
 }
 
@@ -38,16 +39,17 @@ func bucketMid(i int) uint64 {
 	return m<<shift + (uint64(1)<<shift)/2
 }
 
-func (h *histogram) record(shard int, d time.Duration) {
+// Record adds one latency, into the shard of writer shard (any int).
+func (h *Histogram) Record(shard int, d time.Duration) {
 	if d < 0 {
 		d = 0
 	}
 	h.shards[shard%histShards][bucketOf(uint64(d))].Add(1)
 }
 
-// quantiles returns the latencies at each q (0 < q <= 1), or nil if
+// Quantiles returns the latencies at each q (0 < q <= 1), or nil if
 // nothing was recorded.
-func (h *histogram) quantiles(qs ...float64) []time.Duration {
+func (h *Histogram) Quantiles(qs ...float64) []time.Duration {
 	var sum [histBuckets]uint64
 	var total uint64
 	for s := range h.shards {
@@ -74,4 +76,27 @@ func (h *histogram) quantiles(qs ...float64) []time.Duration {
 		}
 	}
 	return out
+}
+
+// Merge adds every latency recorded in o to h. Neither may be recorded
+// into meanwhile.
+func (h *Histogram) Merge(o *Histogram) {
+	for s := range o.shards {
+		for i := range o.shards[s] {
+			if n := o.shards[s][i].Load(); n > 0 {
+				h.shards[s][i].Add(n)
+			}
+		}
+	}
+}
+
+// Count is the number of latencies recorded.
+func (h *Histogram) Count() uint64 {
+	var total uint64
+	for s := range h.shards {
+		for i := range h.shards[s] {
+			total += h.shards[s][i].Load()
+		}
+	}
+	return total
 }
