@@ -30,8 +30,8 @@ import (
 // fresh). Seq is 0: entries have ids of their own on their lane.
 //
 // What a ClientBeforeEncode plugin does to the request's metadata reaches
-// the server (a tracing plugin's span context, say); a change of its
-// payload does not (the lane encodes the arguments itself). What a
+// the server (a tracing plugin's span context, say), and so does a payload
+// it sets, as the call's arguments (payloadArgs). What a
 // ClientAfterDecode plugin changes in the response has no effect: the
 // reply is already decoded. The encoding costs only a client with such a
 // plugin.

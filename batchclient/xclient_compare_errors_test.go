@@ -538,7 +538,7 @@ func TestXClientComparePayloadRewrite(t *testing.T) {
 }
 
 // seqHooks records, per request (its "rid" metadata), the Seq of the
-// request and the response each server hook got.
+// request and the response each server hook (and AuthFunc) got.
 type seqHooks struct {
 	mu   sync.Mutex
 	seqs map[string][]uint64
@@ -612,6 +612,10 @@ func TestXClientCompareSeqInServerHooks(t *testing.T) {
 		}
 		h := &seqHooks{seqs: map[string][]uint64{}}
 		s.Plugins.Add(h)
+		s.AuthFunc = func(_ context.Context, req *protocol.Message, _ string) error {
+			h.add(req, req.Seq())
+			return nil
+		}
 		require.NoError(t, s.RegisterName("E", ESvc{}, ""))
 		addr, stop, err := testsvc.Serve(s)
 		require.NoError(t, err)
@@ -635,7 +639,7 @@ func TestXClientCompareSeqInServerHooks(t *testing.T) {
 		require.True(t, eventuallyTrue(5*time.Second, func() bool {
 			h.mu.Lock()
 			defer h.mu.Unlock()
-			return len(h.seqs) == 25 && len(h.seqs["oneshot-0"]) == 2 && len(h.seqs["oneshot-1"]) == 2
+			return len(h.seqs) == 25 && len(h.seqs["oneshot-0"]) == 3 && len(h.seqs["oneshot-1"]) == 3
 		}), "not every request reached the hooks")
 		shapes[i].PerRequest, shapes[i].Distinct = h.shape()
 	}
@@ -666,7 +670,7 @@ func (BSvc) Empty(_ context.Context, _ *[]byte, r *[]byte) error {
 
 // strictType is the serialize type of strictCodec: one rpcx registers
 // nothing under, in the four bits its header has for it.
-const strictType = protocol.SerializeType(9)
+const strictType = protocol.SerializeType(11)
 
 // strictCodec is rpcx's ByteCodec, except that it refuses to decode empty
 // input, as a codec of a user's may.

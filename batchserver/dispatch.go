@@ -366,6 +366,7 @@ func (p *Plugin) auth(ec *entryCtx, e *codec.Entry) error {
 	req := protocol.NewMessage()
 	req.ServicePath, req.ServiceMethod, req.Metadata = e.ServicePath, e.ServiceMethod, ec.requestMetadata(e)
 	req.SetSerializeType(protocol.SerializeType(e.SerializeType))
+	req.SetSeq(entrySeq(e))
 	if err := p.s.AuthFunc(ctx, req, e.Metadata[share.AuthKey]); err != nil {
 		p.metrics.errAuth.Inc(1)
 		return err
