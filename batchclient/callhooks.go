@@ -1,14 +1,18 @@
 package batchclient
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"reflect"
 
 	"github.com/smallnest/rpcx/client"
+	rpcxcodec "github.com/smallnest/rpcx/codec"
 	"github.com/smallnest/rpcx/protocol"
 	"github.com/smallnest/rpcx/share"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
+	"github.com/rpcxbatch/rpcxbatch/internal/plainconn"
 	"github.com/rpcxbatch/rpcxbatch/internal/resmeta"
 )
 
@@ -26,8 +30,8 @@ import (
 // fresh). Seq is 0: entries have ids of their own on their lane.
 //
 // What a ClientBeforeEncode plugin does to the request's metadata reaches
-// the server (a tracing plugin's span context, say); a change of its
-// payload does not (the lane encodes the arguments itself). What a
+// the server (a tracing plugin's span context, say), and so does a payload
+// it sets, as the call's arguments (payloadArgs). What a
 // ClientAfterDecode plugin changes in the response has no effect: the
 // reply is already decoded. The encoding costs only a client with such a
 // plugin.
@@ -50,9 +54,21 @@ func callHooks(pc client.PluginContainer) (before, after bool) {
 
 // beforeEncode runs the ClientBeforeEncode plugins on the request rpcx
 // would write for the call, and returns ctx with the request metadata the
-// plugins left (it reaches the server).
-func (r *rpcClient) beforeEncode(ctx context.Context, pc client.PluginContainer, servicePath, serviceMethod string, args any, oneway bool) context.Context {
+// plugins left (it reaches the server), and the arguments to send: args,
+// or, when a plugin changed the payload, a value the codec encodes as the
+// plugin's payload (payloadArgs). As rpcx, the plugins do not run for
+// arguments the codec cannot encode: the call fails with the codec's
+// error.
+func (r *rpcClient) beforeEncode(ctx context.Context, pc client.PluginContainer, servicePath, serviceMethod string, args any, oneway bool) (context.Context, any) {
 	st := r.bc.opts.SerializeType
+	cd := share.Codecs[st]
+	if cd == nil {
+		return ctx, args
+	}
+	data, err := cd.Encode(args)
+	if err != nil {
+		return ctx, args
+	}
 	req := protocol.NewMessage()
 	req.SetMessageType(protocol.Request)
 	req.SetOneway(oneway)
@@ -66,19 +82,55 @@ func (r *rpcClient) beforeEncode(ctx context.Context, pc client.PluginContainer,
 		}
 	}
 	req.ServicePath, req.ServiceMethod = servicePath, serviceMethod
-	if cd := share.Codecs[st]; cd != nil {
-		if data, err := cd.Encode(args); err == nil {
-			if len(data) > 1024 && r.bc.opts.CompressType != protocol.None {
-				req.SetCompressType(r.bc.opts.CompressType)
-			}
-			req.Payload = data
-		}
+	if len(data) > 1024 && r.bc.opts.CompressType != protocol.None {
+		req.SetCompressType(r.bc.opts.CompressType)
 	}
+	// A copy the plugins may write to: data may be args' own bytes
+	// (rpcx's byte codec returns a []byte argument as it is).
+	req.Payload = bytes.Clone(data)
 	_ = pc.DoClientBeforeEncode(req)
-	if req.Metadata == nil {
-		return ctx
+	if !bytes.Equal(req.Payload, data) {
+		args = payloadArgs(cd, req.Payload, args)
 	}
-	return context.WithValue(ctx, share.ReqMetaDataKey, req.Metadata)
+	if req.Metadata == nil {
+		return ctx, args
+	}
+	return context.WithValue(ctx, share.ReqMetaDataKey, req.Metadata), args
+}
+
+// payloadArgs returns arguments that the codec cd encodes as payload, a
+// ClientBeforeEncode plugin's: rpcx's msgpack, JSON and protobuf codecs
+// write plainconn.Encoded as it is (JSON compacted, as json.Marshal
+// checks what a Marshaler returns), and its byte codec a []byte. For any
+// other codec, a fresh value of args' type decoded from payload, which the
+// codec encodes again; where payload does not decode into one, args
+// itself.
+func payloadArgs(cd rpcxcodec.Codec, payload []byte, args any) any {
+	payload = bytes.Clone(payload)
+	switch cd.(type) {
+	case rpcxcodec.MsgpackCodec, *rpcxcodec.MsgpackCodec,
+		rpcxcodec.JSONCodec, *rpcxcodec.JSONCodec,
+		rpcxcodec.PBCodec, *rpcxcodec.PBCodec:
+		return plainconn.Encoded(payload)
+	case rpcxcodec.ByteCodec, *rpcxcodec.ByteCodec:
+		return payload
+	}
+	t := reflect.TypeOf(args)
+	if t == nil {
+		return args
+	}
+	if t.Kind() == reflect.Pointer {
+		v := reflect.New(t.Elem())
+		if cd.Decode(payload, v.Interface()) != nil {
+			return args
+		}
+		return v.Interface()
+	}
+	v := reflect.New(t)
+	if cd.Decode(payload, v.Interface()) != nil {
+		return args
+	}
+	return v.Elem().Interface()
 }
 
 // afterDecode runs the ClientAfterDecode plugins on the response rpcx
@@ -125,7 +177,7 @@ func afterDecodeMessage(pc client.PluginContainer, st protocol.SerializeType, se
 // hookedCall is Call with the per-message hooks of pc.
 func (r *rpcClient) hookedCall(ctx context.Context, pc client.PluginContainer, before, after bool, servicePath, serviceMethod string, args, reply any) error {
 	if before {
-		ctx = r.beforeEncode(ctx, pc, servicePath, serviceMethod, args, false)
+		ctx, args = r.beforeEncode(ctx, pc, servicePath, serviceMethod, args, false)
 	}
 	if !after {
 		return r.bc.Call(ctx, r.addr, servicePath, serviceMethod, args, reply)
@@ -149,7 +201,7 @@ func (r *rpcClient) hookedCall(ctx context.Context, pc client.PluginContainer, b
 // ClientAfterDecode plugins and then completes the caller's call.
 func (r *rpcClient) hookedGo(ctx context.Context, pc client.PluginContainer, before, after bool, servicePath, serviceMethod string, args, reply any, done chan *client.Call) *client.Call {
 	if before {
-		ctx = r.beforeEncode(ctx, pc, servicePath, serviceMethod, args, false)
+		ctx, args = r.beforeEncode(ctx, pc, servicePath, serviceMethod, args, false)
 	}
 	if !after {
 		return r.bc.Go(ctx, r.addr, servicePath, serviceMethod, args, reply, done)

@@ -60,7 +60,7 @@ func TestPanicGivesErrorReply(t *testing.T) {
 	var r testsvc.Reply
 	err := c.Call(ctxT(t, 5*time.Second), addr, "Arith", "Panic", &testsvc.Args{}, &r)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "panicked: boom")
+	assert.Contains(t, err.Error(), "[service internal error]: boom, method: Panic, argv: ")
 	// The connection survives.
 	require.NoError(t, c.Call(ctxT(t, 5*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: 2, B: 3}, &r))
 	assert.Equal(t, 6, r.C)

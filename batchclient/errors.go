@@ -40,8 +40,10 @@ var (
 	// for; errors.Is also matches it to rpcx's client.ErrUnsupportedCodec, as
 	// rpcx's own client returns.
 	ErrUnsupportedCodec = lane.ErrUnsupportedCodec
-	// ErrEncode wraps an error or a panic of the codec while it encoded a
-	// call's arguments; the call was not sent.
+	// ErrEncode is in the error of a call whose arguments the codec could
+	// not encode (errors.Is holds; the error reads as the codec's own, as
+	// rpcx's client returns it, and wraps it) or panicked encoding; the
+	// call was not sent.
 	ErrEncode = lane.ErrEncode
 	// ErrDecode is in the error of a call whose reply the codec could not
 	// decode into the reply value (it failed or panicked: the reply type

@@ -384,7 +384,7 @@ func (r *rpcClient) Go(ctx context.Context, servicePath, serviceMethod string, a
 	pc := r.owner.plugins()
 	before, after := callHooks(pc)
 	if reply == nil && before {
-		ctx = r.beforeEncode(ctx, pc, servicePath, serviceMethod, args, true)
+		ctx, args = r.beforeEncode(ctx, pc, servicePath, serviceMethod, args, true)
 	}
 	if reply != nil && (before || after) {
 		return r.hookedGo(ctx, pc, before, after, servicePath, serviceMethod, args, reply, done)

@@ -42,10 +42,19 @@ type entryCtx struct {
 	// it is made (codec.Entry.ServerTimeout: the entry's only metadata,
 	// not decoded into a map of its own).
 	serverTimeout bool
+	// metaDeadline says the deadline (dl) is the one the request
+	// metadata's "__ServerTimeout" gave, as rpcx gives a handler, and not
+	// the caller's: it came first, or the caller had none. The entry is
+	// refused unrun only past the caller's (see deadlinePassed).
+	metaDeadline bool
+	// direct says the entry's response is written as rpcx writes an
+	// AddHandler handler's (server.Context) and a recovered panic's:
+	// straight to the connection, without the write hooks.
+	direct bool
 	// hs is the request hooks present when the entry's frame was
-	// delivered (see req below). Beside hasDeadline, not after req: the
-	// two bools then share one word, and the struct is 192 bytes, a size
-	// class smaller (it was 200, allocated as 208) for every entry.
+	// delivered (see req below). Beside the bools, not after req: they
+	// then share one word, and the struct is 192 bytes, a size class
+	// smaller (it was 200, allocated as 208) for every entry.
 	hs hookSet
 	dl deadlineCtx // used only when hasDeadline
 

@@ -1,12 +1,14 @@
 package batchserver
 
 import (
+	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 
 	"github.com/smallnest/rpcx/log"
-
 	"github.com/smallnest/rpcx/protocol"
+	"github.com/smallnest/rpcx/server"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
 )
@@ -26,16 +28,35 @@ import (
 // by the next and by the handler, as on a plain request.
 
 // requestMessage builds the request message of e, as rpcx would have read
-// it: the entry's service path, method, metadata, serialize type and
-// payload; casts and sends are oneway.
+// it: the entry's sequence number (entrySeq), service path, method,
+// metadata, serialize type and payload; casts and sends are oneway.
 func requestMessage(ec *entryCtx, e *codec.Entry) *protocol.Message {
 	req := protocol.NewMessage()
 	req.SetMessageType(protocol.Request)
+	req.SetSeq(entrySeq(e))
 	req.SetOneway(e.Kind != codec.KindCall)
 	req.SetSerializeType(protocol.SerializeType(e.SerializeType))
 	req.ServicePath, req.ServiceMethod = e.ServicePath, e.ServiceMethod
 	req.Metadata, req.Payload = ec.requestMetadata(e), e.Payload
 	return req
+}
+
+// onewaySeq counts the casts and sends that were given a sequence number
+// (entrySeq).
+var onewaySeq atomic.Uint64
+
+// entrySeq is the sequence number of entry e in the messages its hooks
+// get, as rpcx gives each request of a connection its own: a call's is
+// its id on its lane, which its reply carries back; a cast or a send,
+// which travel without one, is given the next of a count kept by the
+// server, with the top bit set, and keeps it (in e.ID) for its later
+// hooks. A call's id has that bit clear until its lane has made 2^35
+// calls, so every entry of a lane has a number of its own.
+func entrySeq(e *codec.Entry) uint64 {
+	if e.ID == 0 && e.Kind != codec.KindCall {
+		e.ID = 1<<63 | onewaySeq.Add(1)
+	}
+	return e.ID
 }
 
 // readEntry runs the read hooks for one entry, on the connection's
@@ -80,15 +101,23 @@ func (p *Plugin) readEntry(ec *entryCtx, e *codec.Entry, hs hookSet) (err error)
 // request refused by ErrReqReachLimit: a call gets an error reply (through
 // the write hooks), a cast or send is dropped after PreWriteResponse with
 // no response. The entry's place in the window is given back.
+//
+// As rpcx, a call's error text is made by the server's ServerErrorFunc
+// (as for its ErrReqReachLimit response), and the server's
+// HandleServiceError gets every refusal but ErrReqReachLimit (rpcx calls
+// it, and closes the connection, for any other read error).
 func (p *Plugin) refuse(c *conn, ec *entryCtx, e *codec.Entry, err error) {
 	defer ec.end()
 	p.metrics.errRefused.Inc(1)
 	if e.Kind == codec.KindCall {
-		p.reply(c, ec, e, nil, err, false)
-		return
+		p.reply(c, ec, e, nil, err, p.errorText(ec, e, nil, err), false)
+	} else {
+		p.preWriteOneway(ec, err)
+		c.credit(ec.frame, false)
 	}
-	p.preWriteOneway(ec, err)
-	c.credit(ec.frame, false)
+	if h := p.s.HandleServiceError; h != nil && !errors.Is(err, server.ErrReqReachLimit) {
+		h(err)
+	}
 }
 
 // preHandle runs the PreHandleRequest hooks for the entry. rpcx v1.9.4
@@ -115,23 +144,24 @@ func (p *Plugin) preWriteOneway(ec *entryCtx, err error) {
 }
 
 // reply queues a call's reply: payload (the encoded reply, or nil) and
-// err, with the response metadata the handler set. With write hooks, the
-// reply goes out as rpcx would write the response message after
-// PreWriteResponse (a hook may change its payload, metadata or status),
-// and PostWriteResponse runs once the reply is handed to the connection's
-// writer (as rpcx runs it with AsyncWrite: the reply shares one write with
-// others). own is true on the goroutine that ran the call, which then
-// writes the reply itself when no writer runs (conn.kickLocked).
-func (p *Plugin) reply(c *conn, ec *entryCtx, e *codec.Entry, payload []byte, err error, own bool) {
+// err, whose text the caller gets, with the response metadata the handler
+// set. With write hooks, the reply goes out as rpcx would write the
+// response message after PreWriteResponse (a hook may change its payload,
+// metadata or status), and PostWriteResponse runs once the reply is handed
+// to the connection's writer (as rpcx runs it with AsyncWrite: the reply
+// shares one write with others); not for a response rpcx writes without
+// them (entryCtx.direct). own is true on the goroutine that ran the call,
+// which then writes the reply itself when no writer runs (conn.kickLocked).
+func (p *Plugin) reply(c *conn, ec *entryCtx, e *codec.Entry, payload []byte, err error, text string, own bool) {
 	rp := codec.Reply{ID: e.ID, Payload: payload}
 	if resMeta := ec.responseMetadata(); len(resMeta) > 0 {
 		rp.Metadata = resMeta
 	}
 	if err != nil {
-		rp.Status, rp.Error = codec.StatusError, err.Error()
+		rp.Status, rp.Error = codec.StatusError, text
 	}
 	hs := ec.hooks()
-	if ec.req == nil || hs&(hookPreWrite|hookPostWrite) == 0 {
+	if ec.req == nil || ec.direct || hs&(hookPreWrite|hookPostWrite) == 0 {
 		c.queueReply(rp, ec.frame, own)
 		return
 	}

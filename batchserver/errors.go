@@ -22,3 +22,18 @@ var (
 	// ErrSendHandlerExists reports a second HandleSend for the same name.
 	ErrSendHandlerExists = errors.New("rpcxbatch: a send handler is already registered under this name")
 )
+
+// PanicError is the error of an entry whose AddHandler handler, plugin
+// hook, AuthFunc or codec panicked (a service method's panic is rpcx's
+// own *server.RpcServiceInternalError, as on a plain request). Its text is
+// the panic value's, which is what rpcx v1.9.4 writes to the caller for
+// such a panic (processOneRequest). A PreWriteResponse hook gets it for an
+// entry refused by a panicking read hook.
+type PanicError struct {
+	Service, Method string
+	// Value is the panic value, formatted with fmt.Sprint.
+	Value string
+}
+
+// Error returns the panic value's text, as rpcx's caller reads it.
+func (e *PanicError) Error() string { return e.Value }

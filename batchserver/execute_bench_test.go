@@ -51,7 +51,7 @@ func BenchmarkExecute(b *testing.B) {
 		e := codec.Entry{Kind: codec.KindCall, ID: 1, ServicePath: "Echo", ServiceMethod: "Data",
 			SerializeType: uint8(protocol.MsgPack), Payload: payload, TimeoutMicros: 5000000}
 		ec := entryContext(c, &e, time.Now(), nil)
-		out, err := p.execute(ec, &e, buf[:0], &fc)
+		out, _, err := p.execute(ec, &e, buf[:0], &fc)
 		if err != nil {
 			b.Fatal(err)
 		}

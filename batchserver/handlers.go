@@ -61,10 +61,13 @@ func (r handlerRouter) lookup(service, method string) server.Handler {
 // runHandler runs an AddHandler handler for one call or cast, as rpcx's
 // processOneRequest does for a plain request (no PreCall or PostCall
 // plugins: rpcx runs none for a handler), and returns the reply it wrote,
-// appended to dst, with the response metadata going to the entry's. A
-// handler's error is logged at ERROR and becomes the reply when the
-// handler wrote none, as rpcx writes it with WriteError.
+// appended to dst, with the response metadata going to the entry's. The
+// reply goes out without the write hooks: rpcx's handler writes its
+// response to the connection itself. A handler's error goes to the
+// server's HandleServiceError (or is logged at ERROR) and becomes the
+// reply when the handler wrote none, as rpcx writes it with WriteError.
 func (p *Plugin) runHandler(ec *entryCtx, e *codec.Entry, h server.Handler, dst []byte) ([]byte, error) {
+	ec.direct = true
 	req := requestMessage(ec, e)
 	req.Metadata = ec.metadata(&ec.reqMeta)
 	rc := &replyCapture{Conn: ec.conn}
@@ -72,7 +75,11 @@ func (p *Plugin) runHandler(ec *entryCtx, e *codec.Entry, h server.Handler, dst 
 	// so the reply is known when the handler returns.
 	sctx := server.NewContext(ec.shareContext(), rc, req, false)
 	if err := h(sctx); err != nil {
-		log.Errorf("[handler internal error]: servicepath: %s, servicemethod: %s, err: %v", e.ServicePath, e.ServiceMethod, err)
+		if hse := p.s.HandleServiceError; hse != nil {
+			hse(err)
+		} else {
+			log.Errorf("[handler internal error]: servicepath: %s, servicemethod: %s, err: %v", e.ServicePath, e.ServiceMethod, err)
+		}
 		_ = sctx.WriteError(err)
 	}
 	if e.Kind != codec.KindCall {

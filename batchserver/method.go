@@ -20,6 +20,15 @@ type method struct {
 	// are those pointer types.
 	argPool, replyPool *sync.Pool
 	argPtr, replyPtr   reflect.Type
+
+	// function says it was registered with RegisterFunction: rpcx sends
+	// no reply beside a function's error (handleRequestForFunction), where
+	// it sends a method's.
+	function bool
+	// panicName is the method's name in the error a panic becomes, as
+	// rpcx names it (server/service.go): the method's name, or for a
+	// function the %s of its runtime.Func.
+	panicName string
 }
 
 // newArg returns a fresh argument (or a reset one, see argPool): ptr to

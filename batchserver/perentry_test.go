@@ -43,7 +43,7 @@ func TestCodecErrorAndPanicFailOnlyTheirEntry(t *testing.T) {
 			assert.Equal(t, int(id)*100, r.C, "entry %d", id)
 		}
 	}
-	for id, want := range map[uint64]string{2: "", 4: "can not find codec for 77", 6: "handler Arith.Panic panicked: boom"} {
+	for id, want := range map[uint64]string{2: "", 4: "can not find codec for 77", 6: "[service internal error]: boom, method: Panic, argv: &{A:6 B:100}, stack: goroutine "} {
 		rp := got[id]
 		assert.Equal(t, codec.StatusError, rp.Status, "entry %d succeeded", id)
 		assert.NotEmpty(t, rp.Error, "entry %d", id)

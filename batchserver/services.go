@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"sync"
 
 	"github.com/smallnest/rpcx/server"
@@ -122,7 +123,10 @@ func typed(rm rpcxlayout.Method, rcvr reflect.Value) (*method, error) {
 	if argType == nil || replyType == nil || replyType.Kind() != reflect.Pointer || !fn.IsValid() {
 		return nil, fmt.Errorf("%w (method types unreadable)", ErrUnsupportedRPCX)
 	}
-	m := &method{Method: invoke.Bind(fn, rcvr, name, argType, replyType)}
+	m := &method{Method: invoke.Bind(fn, rcvr, name, argType, replyType), function: !rcvr.IsValid(), panicName: name}
+	if m.function {
+		m.panicName = fmt.Sprintf("%s", runtime.FuncForPC(fn.Pointer()))
+	}
 	m.argPtr, m.replyPtr = argType, replyType
 	if argType.Kind() != reflect.Pointer {
 		m.argPtr = reflect.PointerTo(argType)

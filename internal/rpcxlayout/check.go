@@ -33,6 +33,7 @@ func Check() []error {
 	want(srv, "writeTimeout", reflect.TypeFor[time.Duration]())
 	want(srv, "router", reflect.TypeFor[map[string]server.Handler]())
 	want(reflect.TypeFor[share.Context](), "tagsLock", reflect.TypeFor[*sync.Mutex]())
+	want(reflect.TypeFor[server.RpcServiceInternalError](), "stack", reflect.TypeFor[string]())
 	if xt := xClientType(); xt == nil {
 		errs = append(errs, &LayoutError{Struct: "client.xClient", Field: "", Want: "client.NewXClient's struct", Found: "none"})
 	} else {

@@ -87,7 +87,7 @@ func encodeArgs(fc *fastcodec.Codec, dst []byte, cd fastcodec.Resolved, args any
 		out, err = fastcodec.AppendResolved(dst, cd, args)
 	}
 	if err != nil && !errors.Is(err, fastcodec.ErrNoCodec) {
-		err = fmt.Errorf("%w: %w", ErrEncode, err)
+		err = &encodeError{Err: err}
 	}
 	return out, err
 }

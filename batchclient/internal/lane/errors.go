@@ -29,3 +29,14 @@ var (
 	// ErrDraining is batchclient.ErrDraining.
 	ErrDraining = errors.New("rpcxbatch: the batch peer is shutting down and did not run this entry; retry it on another server")
 )
+
+// encodeError is the error of a call whose arguments the codec could not
+// encode: it reads as the codec's own error, which is what rpcx's client
+// returns, and it matches ErrEncode and the codec's error with errors.Is.
+type encodeError struct{ Err error }
+
+// Error returns the codec's error text.
+func (e *encodeError) Error() string { return e.Err.Error() }
+
+// Unwrap returns ErrEncode and the codec's error.
+func (e *encodeError) Unwrap() []error { return []error{ErrEncode, e.Err} }

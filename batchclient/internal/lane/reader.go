@@ -132,8 +132,8 @@ func (l *Lane) complete(rp *codec.Reply, pc *Pending, fc *fastcodec.Codec) {
 	var err error
 	switch {
 	case rp.Status == codec.StatusError:
-		err = ServiceError(rp.Error)
 		call.ResMetadata = withServiceError(rp.Metadata, rp.Error)
+		err = l.serviceError(call, rp)
 		// The reply the handler filled in before it failed: rpcx's server
 		// sends it beside the error and rpcx's client decodes it into the
 		// call's reply, ignoring a decode error; so does this (a Call's
@@ -146,6 +146,10 @@ func (l *Lane) complete(rp *codec.Reply, pc *Pending, fc *fastcodec.Codec) {
 		default:
 			_ = DecodeReply(fc, l.cfg.SerializeType, rp.Payload, call.Reply, false)
 		}
+	case len(rp.Payload) == 0:
+		// rpcx's client decodes no empty reply: the caller's value stays
+		// as it was (a []byte is not emptied, a message not reset, and a
+		// codec that refuses empty input is not asked).
 	case pc.DeferDecode && len(rp.Payload) > maxReaderDecode:
 		pc.Raw = append(pc.Raw[:0], rp.Payload...)
 		pc.Undecoded = true
@@ -159,7 +163,9 @@ func (l *Lane) complete(rp *codec.Reply, pc *Pending, fc *fastcodec.Codec) {
 }
 
 // ServiceError turns a server's error text into the error rpcx's own client
-// would return for it, so callers see one error type on both paths.
+// would return for it, so callers see one error type on both paths. rpcx's
+// client.ClientErrorFunc, when set, gets a response holding only the
+// text; a call's error reply goes to it whole (Lane.serviceError).
 func ServiceError(text string) error {
 	if client.ClientErrorFunc != nil {
 		res := protocol.NewMessage()
@@ -167,6 +173,30 @@ func ServiceError(text string) error {
 		return client.ClientErrorFunc(res, text)
 	}
 	return client.NewServiceError(text)
+}
+
+// serviceError is the error of call, failed with the error reply rp,
+// whose ResMetadata holds the reply's metadata and the error text already:
+// rpcx's client.ServiceError of the text, or what client.ClientErrorFunc
+// makes of the response as rpcx's client reads it (the call's service
+// path and method, the reply's metadata with the error under
+// protocol.ServiceError, status Error, the lane's serialize type and the
+// reply sent beside the error as payload; its Seq is the call's id).
+func (l *Lane) serviceError(call *client.Call, rp *codec.Reply) error {
+	if client.ClientErrorFunc == nil {
+		return client.NewServiceError(rp.Error)
+	}
+	res := protocol.NewMessage()
+	res.SetMessageType(protocol.Response)
+	res.SetMessageStatusType(protocol.Error)
+	res.SetSerializeType(l.cfg.SerializeType)
+	res.SetSeq(rp.ID)
+	res.ServicePath, res.ServiceMethod = call.ServicePath, call.ServiceMethod
+	res.Metadata = call.ResMetadata
+	// A copy: the function may keep the message, and the lane reuses the
+	// bytes the payload is read into.
+	res.Payload = append([]byte(nil), rp.Payload...)
+	return client.ClientErrorFunc(res, rp.Error)
 }
 
 // isPush reports whether msg is a server-pushed message for the user, by

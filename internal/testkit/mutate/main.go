@@ -91,8 +91,8 @@ var faults = []fault{
 	{
 		name: "expired-deadline-never-checked",
 		edits: []edit{{"batchserver/dispatch.go",
-			"\tif e.TimeoutMicros < 0 || (ec.hasDeadline && time.Until(ec.dl.deadline) <= 0) {",
-			"\tif false && (e.TimeoutMicros < 0 || (ec.hasDeadline && time.Until(ec.dl.deadline) <= 0)) {"}},
+			"\tif e.TimeoutMicros < 0 || (e.TimeoutMicros > 0 && time.Until(callerDeadline(ec, e)) <= 0) {",
+			"\tif false && (e.TimeoutMicros < 0 || (e.TimeoutMicros > 0 && time.Until(callerDeadline(ec, e)) <= 0)) {"}},
 		pkgs: []string{"./batchserver/"},
 	},
 	{
