@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/smallnest/rpcx/protocol"
+	"github.com/smallnest/rpcx/server"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
 )
@@ -36,4 +37,13 @@ func compressWanted(meta map[string]string) protocol.CompressType {
 // the connection's lane asked for compression.
 func (c *conn) compressReplies(b []byte, m codec.MessageMark) []byte {
 	return codec.CompressMessage(b, m, protocol.CompressType(c.compress.Load()))
+}
+
+// laneWants notes what a lane's handshake asks of the connection: reply
+// compression, and whether it reads a reply too large for a frame alone
+// (codec.MetaLargeReplies).
+func (c *conn) laneWants(ctx *server.Context) {
+	meta := ctx.Metadata()
+	c.compress.Store(uint32(compressWanted(meta)))
+	c.largeReplies.Store(meta[codec.MetaLargeReplies] == "1")
 }

@@ -72,9 +72,16 @@ func AppendMessage(dst []byte, h *protocol.Header, path, method string, meta map
 }
 
 // ReadMessage reads one rpcx message from r into buf (grown when too small,
-// and returned for reuse). A message whose declared length exceeds maxBytes
-// is refused with ErrFrameTooLarge before its body is allocated or read.
+// and returned for reuse, its length the message's). A message whose declared length exceeds maxBytes
+// is refused with ErrFrameTooLarge before its body is allocated or read,
+// and so is a compressed payload that unpacks to more than maxBytes.
 func ReadMessage(r io.Reader, maxBytes int, buf []byte) (Message, []byte, error) {
+	return ReadMessageInflate(r, maxBytes, maxBytes, buf)
+}
+
+// ReadMessageInflate is ReadMessage with a bound of its own, maxInflated,
+// on what a compressed payload unpacks to.
+func ReadMessageInflate(r io.Reader, maxBytes, maxInflated int, buf []byte) (Message, []byte, error) {
 	var msg Message
 	var head [headerLen]byte
 	if _, err := io.ReadFull(r, head[:]); err != nil {
@@ -98,8 +105,8 @@ func ReadMessage(r io.Reader, maxBytes int, buf []byte) (Message, []byte, error)
 		}
 		return msg, buf, err
 	}
-	err := parseBody(&msg, body, maxBytes)
-	return msg, buf, err
+	err := parseBody(&msg, body, maxInflated)
+	return msg, body, err
 }
 
 func parseBody(msg *Message, body []byte, maxBytes int) error {

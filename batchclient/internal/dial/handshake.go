@@ -72,7 +72,7 @@ func (hc *handshakeConn) Read(b []byte) (int, error) {
 // request, so a plain rpcx server answers it with "can't find service".
 func handshake(conn net.Conn, auth string, maxBytes int, ct protocol.CompressType) (codec.Handshake, error) {
 	h := codec.HandshakeHeader()
-	meta := map[string]string{codec.MetaMaxFrame: strconv.Itoa(maxBytes), codec.MetaByteCredits: "1"}
+	meta := map[string]string{codec.MetaMaxFrame: strconv.Itoa(maxBytes), codec.MetaByteCredits: "1", codec.MetaLargeReplies: "1"}
 	if ct != protocol.None {
 		meta[codec.MetaCompress] = strconv.Itoa(int(ct))
 	}
