@@ -107,13 +107,22 @@ func (p *Plugin) beginDrain() {
 	if !p.draining.CompareAndSwap(false, true) {
 		return
 	}
-	conns := p.allConns(nil)
-	for _, c := range conns {
+	// Looked at before the notices, which keep the writers busy a moment.
+	settled, flushed := p.allIdle()
+	for _, c := range p.allConns(nil) {
 		c.noticeDrain()
 	}
-	// Without a batch connection there is nothing to wait for: Shutdown
-	// goes on as on a plain server.
-	p.keepCounted(len(conns) > 0)
+	if settled && flushed {
+		// Nothing in flight: Shutdown goes on at once, as plain rpcx's
+		// does with no request running (it looks at its count once before
+		// it waits a second). A frame rpcx reads from here on is counted
+		// by rpcx while its handler runs, and that handler holds it until
+		// its entries are done (holdWhileDraining). What the end of a
+		// drain does for the parked goroutines is done now.
+		p.workers.release(true)
+		return
+	}
+	p.keepCounted(true)
 }
 
 // keepCounted counts the plugin in rpcx's handlerMsgNum, unless it is
