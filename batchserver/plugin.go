@@ -308,11 +308,18 @@ func (p *Plugin) batch(ctx *server.Context) error {
 		st.fail(err)
 		return nil
 	}
+	// Compressed entries (compress.go), inflated within the frame's cap;
+	// the bytes they gain count against the lane's byte window.
+	gained, err := codec.InflateEntries(entries, len(ctx.Payload()), p.opts.MaxFrameBytes)
+	if err != nil {
+		st.fail(err)
+		return nil
+	}
 	p.metrics.frames.Inc(1)
 	p.metrics.batchSize.Update(int64(len(entries)))
 	arrived := frameArrived(ctx)
 	p.release.Touch()
-	st.deliver(seq, entries, len(ctx.Payload()), arrived)
+	st.deliver(seq, entries, len(ctx.Payload())+gained, arrived)
 	p.holdWhileDraining(st)
 	return nil
 }

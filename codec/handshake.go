@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/smallnest/rpcx/protocol"
+
 	"github.com/rpcxbatch/rpcxbatch/internal/mpack"
 )
 
@@ -37,6 +39,11 @@ type Handshake struct {
 	// grants no byte window. Like ReadTimeout it travels in the handshake
 	// response's metadata (MetaWindowBytes).
 	WindowBytes int
+	// EntryCompress is the compress type the server reads compressed
+	// entries of, protocol.None when it reads none (an older server, or a
+	// lane that asked for none). Like ReadTimeout it travels in the
+	// handshake response's metadata (MetaEntryCompress).
+	EntryCompress protocol.CompressType
 }
 
 // MetaReadTimeout, in a handshake response's metadata, is the server's

@@ -1,12 +1,9 @@
 package codec
 
 import (
-	"bytes"
-	"compress/gzip"
 	"encoding/binary"
 	"fmt"
 	"io"
-	"math"
 
 	"github.com/smallnest/rpcx/protocol"
 )
@@ -171,39 +168,9 @@ func name(b []byte) string {
 
 // unzip decompresses a payload, refusing one that expands beyond maxBytes:
 // the byte cap holds for what a message unpacks to, not only for what it
-// weighs on the wire. Gzip is read through a limit; another registered
-// compressor is checked after it ran.
+// weighs on the wire.
 func unzip(ct protocol.CompressType, p []byte, maxBytes int) ([]byte, error) {
-	if ct == protocol.Gzip {
-		zr, err := gzip.NewReader(bytes.NewReader(p))
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
-		}
-		limit := int64(maxBytes)
-		if limit < math.MaxInt64 {
-			limit++ // one byte over the cap tells "too large" from "exactly the cap"
-		}
-		out, err := io.ReadAll(io.LimitReader(zr, limit))
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
-		}
-		if len(out) > maxBytes {
-			return nil, fmt.Errorf("%w: payload unpacks to more than %d bytes", ErrFrameTooLarge, maxBytes)
-		}
-		return out, nil
-	}
-	c := protocol.Compressors[ct]
-	if c == nil {
-		return nil, fmt.Errorf("%w: unknown compression %d", ErrMalformed, ct)
-	}
-	out, err := c.Unzip(p)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	if len(out) > maxBytes {
-		return nil, fmt.Errorf("%w: payload unpacks to more than %d bytes", ErrFrameTooLarge, maxBytes)
-	}
-	return out, nil
+	return inflate(ct, p, maxBytes)
 }
 
 func parseMeta(b []byte) (map[string]string, error) {

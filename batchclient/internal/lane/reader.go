@@ -69,6 +69,9 @@ func (l *Lane) readLoop() {
 			if err == nil && len(b) > frameCap && len(replies) != 1 {
 				err = fmt.Errorf("%w: reply frame of %d bytes holds %d replies, cap %d", codec.ErrFrameTooLarge, len(b), len(replies), frameCap)
 			}
+			if err == nil {
+				err = inflateReplies(replies, len(b), frameCap)
+			}
 			if err != nil {
 				l.fail(fmt.Errorf("%w: bad reply frame: %w", ErrConnection, err))
 				return
@@ -215,4 +218,28 @@ func readCap(frameCap int) int {
 		return max(n, frameCap)
 	}
 	return math.MaxUint32
+}
+
+// inflateReplies inflates the compressed replies of a reply frame of n
+// bytes (codec's per-entry compression): within the frame cap in all, as
+// the server fills a reply frame by what its replies unpack to; a reply
+// alone in its frame, as far as rpcx's own client would read a response
+// (readCap), since the server writes a reply too large for a frame so.
+func inflateReplies(replies []codec.Reply, n, frameCap int) error {
+	room := frameCap - n
+	if len(replies) == 1 {
+		room = max(room, readCap(frameCap))
+	}
+	for i := range replies {
+		rp := &replies[i]
+		if rp.CompressType == protocol.None {
+			continue
+		}
+		was := len(rp.Payload)
+		if err := codec.InflateReply(rp, room+was); err != nil {
+			return err
+		}
+		room -= len(rp.Payload) - was
+	}
+	return nil
 }
