@@ -77,6 +77,11 @@ again:
 	if errors.Is(err, lane.ErrRetired) {
 		goto again // the lane left its pool since route picked it
 	}
+	if errors.Is(err, lane.ErrTooLarge) {
+		// Too large for a frame: a plain rpcx request (oversize.go).
+		c.goOversize(ctx, addr, call, st)
+		return call
+	}
 	if errors.Is(err, lane.ErrFinished) {
 		return call
 	}
@@ -204,6 +209,13 @@ again:
 		}
 	}
 	c.woken.Add(-1)
+	if errors.Is(call.Error, lane.ErrTooLarge) {
+		// Too large for a frame, and not sent: a plain rpcx request
+		// (oversize.go).
+		e.Withdraw()
+		putSyncCall(sc)
+		return c.callOversize(ctx, addr, servicePath, serviceMethod, args, reply, st)
+	}
 	err = c.callResult(ctx, sc, reply)
 	if call.Error == nil || err == call.Error {
 		// Not when callResult reported the caller's deadline instead of
@@ -326,6 +338,10 @@ again:
 		Keyed: k.keyed, KeyHash: k.hash, ServerTimeout: st}, false)
 	if errors.Is(err, lane.ErrRetired) {
 		goto again // the lane left its pool since route picked it
+	}
+	if errors.Is(err, lane.ErrTooLarge) {
+		// Too large for a frame: a plain rpcx oneway request (oversize.go).
+		return c.callOversize(ctx, addr, servicePath, serviceMethod, args, nil, st)
 	}
 	return err
 }

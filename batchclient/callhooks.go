@@ -137,7 +137,7 @@ func payloadArgs(cd rpcxcodec.Codec, payload []byte, args any) any {
 // would have read for a completed call: only when one was read (a reply,
 // or the server's error), as rpcx runs them on messages it reads. res is
 // the response metadata the server sent.
-func (r *rpcClient) afterDecode(pc client.PluginContainer, servicePath, serviceMethod string, reply any, res map[string]string, err error) {
+func (r *rpcClient) afterDecode(pc client.PluginContainer, servicePath, serviceMethod string, args, reply any, res map[string]string, err error) {
 	st := r.bc.opts.SerializeType
 	var payload []byte
 	// rpcx's server sends the encoded reply with an error too.
@@ -146,12 +146,29 @@ func (r *rpcClient) afterDecode(pc client.PluginContainer, servicePath, serviceM
 			payload = data
 		}
 	}
-	afterDecodeMessage(pc, st, servicePath, serviceMethod, res, payload, err)
+	// The response's compress flag as rpcx's client reads it: its server
+	// compresses a response above 1 KiB to a compressed request, which
+	// its client compressed for arguments above 1 KiB.
+	ct := protocol.None
+	if c := r.bc.opts.CompressType; c != protocol.None && len(payload) > 1024 {
+		if cd := share.Codecs[st]; cd != nil {
+			if data, encErr := cd.Encode(args); encErr == nil && len(data) > 1024 {
+				ct = c
+			}
+		}
+	}
+	afterDecodeCompressed(pc, st, ct, servicePath, serviceMethod, res, payload, err)
 }
 
 // afterDecodeMessage runs the ClientAfterDecode plugins on the response
 // of serialize type st with metadata res and payload, when one was read.
 func afterDecodeMessage(pc client.PluginContainer, st protocol.SerializeType, servicePath, serviceMethod string, res map[string]string, payload []byte, err error) {
+	afterDecodeCompressed(pc, st, protocol.None, servicePath, serviceMethod, res, payload, err)
+}
+
+// afterDecodeCompressed is afterDecodeMessage for a response flagged
+// compressed with ct.
+func afterDecodeCompressed(pc client.PluginContainer, st protocol.SerializeType, ct protocol.CompressType, servicePath, serviceMethod string, res map[string]string, payload []byte, err error) {
 	var se client.ServiceError
 	if err != nil && !errors.As(err, &se) {
 		return // nothing was read: a transport error or the context's
@@ -159,6 +176,7 @@ func afterDecodeMessage(pc client.PluginContainer, st protocol.SerializeType, se
 	m := protocol.NewMessage()
 	m.SetMessageType(protocol.Response)
 	m.SetSerializeType(st)
+	m.SetCompressType(ct)
 	m.ServicePath, m.ServiceMethod = servicePath, serviceMethod
 	m.Metadata = make(map[string]string, len(res)+1)
 	for k, v := range res {
@@ -188,7 +206,7 @@ func (r *rpcClient) hookedCall(ctx context.Context, pc client.PluginContainer, b
 	res := map[string]string{}
 	user, _ := ctx.Value(share.ResMetaDataKey).(map[string]string)
 	err := r.bc.Call(context.WithValue(ctx, share.ResMetaDataKey, res), r.addr, servicePath, serviceMethod, args, reply)
-	r.afterDecode(pc, servicePath, serviceMethod, reply, res, err)
+	r.afterDecode(pc, servicePath, serviceMethod, args, reply, res, err)
 	if user != nil && len(res) > 0 {
 		copyResMetadataMap(ctx, user, res)
 	}
@@ -218,7 +236,7 @@ func (r *rpcClient) hookedGo(ctx context.Context, pc client.PluginContainer, bef
 	inner := r.bc.Go(ctx, r.addr, servicePath, serviceMethod, args, reply, make(chan *client.Call, 1))
 	go func() {
 		c := <-inner.Done
-		r.afterDecode(pc, servicePath, serviceMethod, reply, c.ResMetadata, c.Error)
+		r.afterDecode(pc, servicePath, serviceMethod, args, reply, c.ResMetadata, c.Error)
 		outer.Error, outer.ResMetadata = c.Error, c.ResMetadata
 		lane.Deliver(outer)
 	}()

@@ -33,8 +33,10 @@ var (
 	ErrClosed = errors.New("rpcxbatch: client is closed")
 	// ErrStopped fails the entries in flight on a connection Stop tore down.
 	ErrStopped = errors.New("rpcxbatch: connection stopped by Stop")
-	// ErrTooLarge is returned for an entry bigger than the frame byte cap
-	// (the smaller of the client's and the server's MaxFrameBytes).
+	// ErrTooLarge is returned for a send bigger than the frame byte cap
+	// (the smaller of the client's and the server's MaxFrameBytes); a call
+	// or cast that large goes as a plain rpcx request instead, as rpcx
+	// would send it.
 	ErrTooLarge = lane.ErrTooLarge
 	// ErrUnsupportedCodec is returned for a serialize type rpcx has no codec
 	// for; errors.Is also matches it to rpcx's client.ErrUnsupportedCodec, as

@@ -69,8 +69,10 @@ type Options struct {
 	// BatchCap is the most entries one frame carries. Default 1000; the
 	// server's cap wins when smaller.
 	BatchCap int
-	// MaxFrameBytes caps one frame; the server's cap wins when smaller, and
-	// an entry that cannot fit alone fails with ErrTooLarge. Default 16 MiB.
+	// MaxFrameBytes caps one frame; the server's cap wins when smaller. A
+	// call or cast that cannot fit alone goes as a plain rpcx request on
+	// the server's plain connection; a send fails with ErrTooLarge. A
+	// reply too large comes alone in a frame of its own. Default 16 MiB.
 	MaxFrameBytes int
 	// QueueEntries and QueueBytes bound each lane's queue of entries not
 	// yet written. Defaults 16384 entries and 64 MiB.
@@ -118,7 +120,7 @@ type Options struct {
 	SerializeType protocol.SerializeType
 	// TLSConfig, when set, makes lanes (and the plain fallback) use TLS.
 	TLSConfig *tls.Config
-	// CompressType compresses frames as rpcx compresses messages (see
+	// CompressType compresses entries as rpcx compresses requests (see
 	// WithCompress). Default protocol.None.
 	CompressType protocol.CompressType
 	// TCPKeepAlivePeriod is the TCP keep-alive period of lanes, as rpcx's

@@ -11,15 +11,16 @@ import (
 // ErrInvalidOption is returned by New for an option it cannot honour.
 var ErrInvalidOption = errors.New("rpcxbatch: invalid client option")
 
-// WithCompress compresses frames with ct, as rpcx's client compresses
-// messages with Option.CompressType: a batch frame whose payload is larger
-// than rpcx's threshold (codec.CompressThreshold, 1 KiB) is compressed
-// whole, in the frame's rpcx header as rpcx does it (rpcx's server
-// decompresses it before the plugin reads it), and the server is asked in
-// the handshake to compress its reply frames the same way. A frame that
-// would not shrink is sent as it is. ct must have a compressor in rpcx's
-// protocol.Compressors (protocol.Gzip has). The plain fallback compresses
-// with ct too.
+// WithCompress compresses entries with ct, as rpcx's client compresses
+// requests with Option.CompressType: each entry whose encoded arguments
+// are larger than rpcx's threshold (codec.CompressThreshold, 1 KiB) is
+// compressed alone, the server inflates it itself, and compresses the
+// reply to it when larger than the threshold, as rpcx's server compresses
+// the response to a compressed request. With a server of an older release
+// (which does not answer codec.MetaEntryCompress in the handshake), whole
+// frames are compressed instead, in the frame's rpcx header. ct must have
+// a compressor in rpcx's protocol.Compressors (protocol.Gzip has). The
+// plain fallback compresses with ct too.
 func WithCompress(ct protocol.CompressType) Option {
 	return func(o *Options) { o.CompressType = ct }
 }

@@ -4,17 +4,29 @@ import (
 	"strconv"
 
 	"github.com/smallnest/rpcx/protocol"
+	"github.com/smallnest/rpcx/server"
+	"github.com/smallnest/rpcx/share"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
 )
 
-// Compression on lanes follows rpcx's rule for a plain request: a response
-// is compressed the way its request was (Server.sendResponse). A lane asks
-// for it once, in its handshake (codec.MetaCompress), and its batch frames
-// then arrive compressed whenever they are larger than rpcx's threshold;
-// rpcx decompresses each before the plugin reads it. The reply frames
-// written on that connection are compressed the same way, above the same
-// threshold (codec.CompressMessage).
+// Compression on lanes follows rpcx's rule for a plain request, per entry
+// (codec's compress.go): a lane that names its compress type in its
+// handshake (codec.MetaEntryCompress) is told the server reads compressed
+// entries, and then compresses each entry's payload above rpcx's
+// threshold; the plugin inflates each one itself, through the frame's
+// byte cap (codec.InflateEntries, in batch), and the server's hooks see
+// the entry's compress flag as rpcx's see a request's. The reply to a
+// compressed entry is compressed above the same threshold, as rpcx
+// compresses the response to a compressed request (codec.AppendReply).
+// Frames are never flagged compressed, so rpcx itself inflates nothing
+// of a lane, without a bound (rpcx v1.9.4 has none) or under one meant
+// for a single request (rpcx's master has server.WithMaxDecompressedLength).
+//
+// A lane older than that asks only for whole frames (codec.MetaCompress):
+// its batch frames arrive compressed (rpcx inflates them before the
+// plugin reads them, as any compressed message), and its reply frames are
+// compressed whole, as before.
 
 // compressWanted returns the compress type a handshake's metadata asks
 // for: None when it asks for none, or for one rpcx has no compressor for
@@ -36,4 +48,21 @@ func compressWanted(meta map[string]string) protocol.CompressType {
 // the connection's lane asked for compression.
 func (c *conn) compressReplies(b []byte, m codec.MessageMark) []byte {
 	return codec.CompressMessage(b, m, protocol.CompressType(c.compress.Load()))
+}
+
+// laneWants notes what a lane's handshake asks of the connection: entry
+// compression (answered in the response's metadata) or, from an older
+// lane, reply-frame compression, and whether it reads a reply too large
+// for a frame alone (codec.MetaLargeReplies).
+func (c *conn) laneWants(ctx *server.Context) {
+	meta := ctx.Metadata()
+	if ct := codec.EntryCompressOf(meta); ct != protocol.None {
+		if res, ok := ctx.Get(share.ResMetaDataKey).(map[string]string); ok {
+			res[codec.MetaEntryCompress] = strconv.Itoa(int(ct))
+			c.compress.Store(uint32(protocol.None))
+		}
+	} else {
+		c.compress.Store(uint32(compressWanted(meta)))
+	}
+	c.largeReplies.Store(meta[codec.MetaLargeReplies] == "1")
 }

@@ -48,6 +48,9 @@ type conn struct {
 	// compress is the protocol.CompressType the lane asked for in its
 	// handshake: reply frames are compressed with it (see compress.go).
 	compress atomic.Uint32
+	// largeReplies is set when the lane reads a reply too large for a
+	// frame in a frame of its own (codec.MetaLargeReplies).
+	largeReplies atomic.Bool
 
 	// Window. inflight counts the entries delivered and not yet finished;
 	// unwritten the calls finished whose replies are not yet written (a
@@ -98,9 +101,10 @@ func newConn(p *Plugin, c net.Conn) *conn {
 	return st
 }
 
-// capReply replaces a reply that would not fit a frame with an error.
+// capReply replaces a reply that would not fit a frame with an error,
+// unless the lane reads it alone in a frame of its own (largeReplies).
 func (c *conn) capReply(rp codec.Reply) codec.Reply {
-	if n, max := codec.ReplySize(&rp), int(c.maxReply.Load()); n > max {
+	if n, max := codec.ReplySize(&rp), int(c.maxReply.Load()); n > max && !c.largeReplies.Load() {
 		return codec.Reply{ID: rp.ID, Status: codec.StatusError,
 			Error: fmt.Sprintf("%v: %d bytes, cap %d", ErrReplyTooLarge, n, max)}
 	}

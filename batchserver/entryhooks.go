@@ -36,6 +36,7 @@ func requestMessage(ec *entryCtx, e *codec.Entry) *protocol.Message {
 	req.SetSeq(entrySeq(e))
 	req.SetOneway(e.Kind != codec.KindCall)
 	req.SetSerializeType(protocol.SerializeType(e.SerializeType))
+	req.SetCompressType(e.CompressType) // inflated already, as rpcx's request
 	req.ServicePath, req.ServiceMethod = e.ServicePath, e.ServiceMethod
 	req.Metadata, req.Payload = ec.requestMetadata(e), e.Payload
 	return req
@@ -153,7 +154,8 @@ func (p *Plugin) preWriteOneway(ec *entryCtx, err error) {
 // them (entryCtx.direct). own is true on the goroutine that ran the call,
 // which then writes the reply itself when no writer runs (conn.kickLocked).
 func (p *Plugin) reply(c *conn, ec *entryCtx, e *codec.Entry, payload []byte, err error, text string, own bool) {
-	rp := codec.Reply{ID: e.ID, Payload: payload}
+	// Compressed as rpcx compresses the response to a compressed request.
+	rp := codec.Reply{ID: e.ID, Payload: payload, CompressType: e.CompressType}
 	if resMeta := ec.responseMetadata(); len(resMeta) > 0 {
 		rp.Metadata = resMeta
 	}
@@ -173,6 +175,7 @@ func (p *Plugin) reply(c *conn, ec *entryCtx, e *codec.Entry, payload []byte, er
 			_ = p.hooks.PluginContainer.DoPreWriteResponse(ctx, ec.req, res, err)
 		}()
 		rp = replyOf(e.ID, res)
+		rp.CompressType = e.CompressType
 	}
 	if hs&hookPostWrite != 0 && len(rp.Payload) > 0 {
 		// The writer recycles the payload it wrote, and PostWriteResponse
@@ -192,7 +195,12 @@ func (p *Plugin) reply(c *conn, ec *entryCtx, e *codec.Entry, payload []byte, er
 func responseMessage(req *protocol.Message, rp *codec.Reply) *protocol.Message {
 	res := protocol.NewMessage()
 	*res.Header = *req.Header
+	// rpcx's sendResponse flags a response above its threshold to a
+	// compressed request, before PreWriteResponse.
 	res.SetCompressType(protocol.None)
+	if len(rp.Payload) > codec.CompressThreshold {
+		res.SetCompressType(req.CompressType())
+	}
 	res.SetMessageType(protocol.Response)
 	res.ServicePath, res.ServiceMethod = req.ServicePath, req.ServiceMethod
 	res.Payload = rp.Payload

@@ -17,7 +17,10 @@ var (
 	ErrByteWindowExceeded = errors.New("rpcxbatch: client exceeded its byte window of unfinished frames (a client older than the byte window does not keep within it: upgrade it, or raise WithWindowBytes)")
 	// ErrReplyTooLarge is the error a call gets instead of a reply that
 	// would not fit one frame the client reads (the smaller of both sides'
-	// MaxFrameBytes): the reply is dropped, the connection goes on.
+	// MaxFrameBytes), when the client is of a release that reads no reply
+	// frame above that cap (codec.MetaLargeReplies; a client of this
+	// release gets the reply alone in a frame of its own): the reply is
+	// dropped, the connection goes on.
 	ErrReplyTooLarge = errors.New("rpcxbatch: reply exceeds the frame byte cap; return less or raise MaxFrameBytes on both sides")
 	// ErrSendHandlerExists reports a second HandleSend for the same name.
 	ErrSendHandlerExists = errors.New("rpcxbatch: a send handler is already registered under this name")

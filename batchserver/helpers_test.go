@@ -20,6 +20,7 @@ import (
 
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
 	"github.com/rpcxbatch/rpcxbatch/codec"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/childproc"
 	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testenv"
 	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
@@ -37,6 +38,11 @@ func TestMain(m *testing.M) {
 	// purpose; keep the test output readable, and the lines for the tests
 	// that check them.
 	log.SetLogger(rpcxLog)
+	// rpcx's process-wide cap on a message, set as a user sets it, before
+	// any server serves (batchserver.New leaves it alone): without it rpcx
+	// allocates what a message declares (TestHugeDeclaredMessageLength).
+	protocol.MaxMessageLength = batchserver.DefaultMaxFrameBytes + 64<<10
+	childproc.RunIfChild() // a server in a child process (depth_test.go)
 	os.Exit(m.Run())
 }
 

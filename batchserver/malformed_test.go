@@ -88,8 +88,13 @@ func TestMalformedFrameClosesOnlyThatConnection(t *testing.T) {
 }
 
 // TestHugeDeclaredMessageLength: an rpcx message declaring 0xFFFFFFF0 bytes
-// makes the server close the connection without allocating them.
+// makes the server close the connection without allocating them, once the
+// user has set rpcx's cap (protocol.MaxMessageLength, as TestMain does
+// before any server serves): rpcx reads every message, batch frames
+// included, and without a cap allocates what one declares, on a batch
+// server as on a plain one; batchserver.New leaves the cap as it finds it.
 func TestHugeDeclaredMessageLength(t *testing.T) {
+	require.NotZero(t, protocol.MaxMessageLength, "TestMain sets rpcx's cap")
 	addr, _, _ := startServer(t)
 	c := newClient(t)
 	waitConnected(t, c, addr)

@@ -75,9 +75,6 @@ type Plugin struct {
 	holding  bool
 }
 
-// setMaxMessageLength guards the one write of rpcx's global message cap.
-var setMaxMessageLength sync.Once
-
 // New adds the batch plugin to s and returns it. With WithPoolSize(Disabled)
 // it adds nothing and returns a plugin that leaves s plain.
 //
@@ -88,11 +85,13 @@ var setMaxMessageLength sync.Once
 // lanes learn server.WithReadTimeout in their handshake and write within
 // it. Create the plugin after NewServer has applied them.
 //
-// New sets protocol.MaxMessageLength (rpcx's global cap on a message, which
-// is unlimited by default) to the frame byte cap plus headroom when it is
-// still unlimited, once per process, so that rpcx refuses a huge declared
-// length before allocating it; set it yourself before New to choose another
-// bound. Create plugins before any server of the process serves.
+// New leaves rpcx's process-wide protocol.MaxMessageLength as it is: rpcx
+// reads every message, batch frames included, and allocates what it
+// declares up to that cap (unlimited by default), for plain requests and
+// lanes alike. The plugin bounds what it decodes itself: a frame above
+// MaxFrameBytes closes its connection before any of its entries is read.
+// Set protocol.MaxMessageLength yourself to bound what rpcx allocates for
+// a message, plain or batch.
 func New(s *server.Server, opts ...Option) (*Plugin, error) {
 	o, err := buildOptions(append(rpcxOptions(s), opts...))
 	if err != nil {
@@ -132,14 +131,6 @@ func New(s *server.Server, opts ...Option) (*Plugin, error) {
 	if p.rs, err = readRPCXShutdown(s); err != nil {
 		return nil, err
 	}
-	// rpcx's cap is one global: set it once, before the first plugin's
-	// server serves. Create batch plugins before serving, since rpcx reads
-	// the global while it decodes.
-	setMaxMessageLength.Do(func() {
-		if protocol.MaxMessageLength == 0 {
-			protocol.MaxMessageLength = o.MaxFrameBytes + 64<<10
-		}
-	})
 	s.RegisterOnShutdown(func(*server.Server) { p.Close() })
 	s.AddHandler(codec.ServicePath, codec.MethodHandshake, p.handshake)
 	s.AddHandler(codec.ServicePath, codec.MethodBatch, p.batch)
@@ -291,7 +282,7 @@ func (p *Plugin) handshake(ctx *server.Context) error {
 		if v, err := strconv.Atoi(ctx.Metadata()[codec.MetaMaxFrame]); err == nil && v > 0 {
 			st.maxReply.Store(int64(min(v, p.opts.MaxFrameBytes)))
 		}
-		st.compress.Store(uint32(compressWanted(ctx.Metadata())))
+		st.laneWants(ctx)
 	}
 	p.advertiseReadTimeout(ctx)
 	p.grantWindowBytes(ctx, st)
@@ -337,11 +328,18 @@ func (p *Plugin) batch(ctx *server.Context) error {
 		st.fail(err)
 		return nil
 	}
+	// Compressed entries (compress.go), inflated within the frame's cap;
+	// the bytes they gain count against the lane's byte window.
+	gained, err := codec.InflateEntries(entries, len(ctx.Payload()), p.opts.MaxFrameBytes)
+	if err != nil {
+		st.fail(err)
+		return nil
+	}
 	p.metrics.frames.Inc(1)
 	p.metrics.batchSize.Update(int64(len(entries)))
 	arrived := frameArrived(ctx)
 	p.release.Touch()
-	st.deliver(seq, entries, len(ctx.Payload()), arrived)
+	st.deliver(seq, entries, len(ctx.Payload())+gained, arrived)
 	p.holdWhileDraining(st)
 	return nil
 }

@@ -55,6 +55,10 @@ const (
 	// server no longer answers heartbeats, and a lane that hears nothing
 	// for its heartbeat timeout (2 s by default) gives up on the server.
 	drainNoticeEvery = 250 * time.Millisecond
+	// noticeWait bounds how long a Shutdown with nothing in flight waits
+	// for the drain notices to be written (a write takes microseconds; a
+	// client that does not read is cut off by rpcx anyway).
+	noticeWait = 100 * time.Millisecond
 )
 
 // rpcxShutdown points at the fields of an rpcx server that graceful
@@ -107,13 +111,38 @@ func (p *Plugin) beginDrain() {
 	if !p.draining.CompareAndSwap(false, true) {
 		return
 	}
-	conns := p.allConns(nil)
-	for _, c := range conns {
+	// Looked at before the notices, which keep the writers busy a moment.
+	settled, flushed := p.allIdle()
+	for _, c := range p.allConns(nil) {
 		c.noticeDrain()
 	}
-	// Without a batch connection there is nothing to wait for: Shutdown
-	// goes on as on a plain server.
-	p.keepCounted(len(conns) > 0)
+	if settled && flushed {
+		// Nothing in flight: Shutdown goes on at once, as plain rpcx's
+		// does with no request running (it looks at its count once before
+		// it waits a second), once the notices are written: rpcx closes
+		// the connections right after, and a lane that was told drains
+		// (its calls fail with an error the XClient retries, and it
+		// redials at once) where one that only sees its connection end
+		// fails the calls it wrote meanwhile. A frame rpcx reads from here
+		// on is counted by rpcx while its handler runs, and that handler
+		// holds it until its entries are done (holdWhileDraining). What
+		// the end of a drain does for the parked goroutines is done now.
+		p.awaitNotices(time.Now().Add(noticeWait))
+		p.workers.release(true)
+		return
+	}
+	p.keepCounted(true)
+}
+
+// awaitNotices waits until every connection's writer has written what it
+// was asked to (the drain notices), or until deadline.
+func (p *Plugin) awaitNotices(deadline time.Time) {
+	for time.Now().Before(deadline) {
+		if _, flushed := p.allIdle(); flushed {
+			return
+		}
+		time.Sleep(drainPoll / 4)
+	}
 }
 
 // keepCounted counts the plugin in rpcx's handlerMsgNum, unless it is

@@ -3,6 +3,8 @@ package codec
 import (
 	"fmt"
 
+	"github.com/smallnest/rpcx/protocol"
+
 	"github.com/rpcxbatch/rpcxbatch/internal/mpack"
 )
 
@@ -70,6 +72,13 @@ type Entry struct {
 	// TimeoutMicros is the time the caller had left when the entry was
 	// encoded: 0 means no deadline, a negative value an expired one.
 	TimeoutMicros int64
+	// CompressType, when not protocol.None, says that Payload is
+	// compressed with it, as rpcx compresses a request's payload (see
+	// compress.go): such an entry has a ninth field, and goes only to a
+	// server that said it reads them (MetaEntryCompress). InflateEntries
+	// inflates it and keeps the flag, which the server's hooks see as
+	// rpcx's do on a compressed request.
+	CompressType protocol.CompressType
 }
 
 // AppendBatchHeader starts a batch frame of n entries with the given frame
@@ -83,7 +92,11 @@ func AppendBatchHeader(dst []byte, frameSeq uint64, n int) []byte {
 
 // AppendEntry appends one entry to a batch frame started by AppendBatchHeader.
 func AppendEntry(dst []byte, e *Entry) []byte {
-	dst = mpack.AppendArrayLen(dst, 8)
+	if e.CompressType != protocol.None {
+		dst = mpack.AppendArrayLen(dst, 9)
+	} else {
+		dst = mpack.AppendArrayLen(dst, 8)
+	}
 	dst = mpack.AppendUint(dst, uint64(e.Kind))
 	dst = mpack.AppendUint(dst, e.ID)
 	dst = mpack.AppendStr(dst, e.ServicePath)
@@ -95,7 +108,11 @@ func AppendEntry(dst []byte, e *Entry) []byte {
 	}
 	dst = mpack.AppendUint(dst, uint64(e.SerializeType))
 	dst = mpack.AppendBin(dst, e.Payload)
-	return appendInt(dst, e.TimeoutMicros)
+	dst = appendInt(dst, e.TimeoutMicros)
+	if e.CompressType != protocol.None {
+		dst = mpack.AppendUint(dst, uint64(e.CompressType))
+	}
+	return dst
 }
 
 // ServerTimeoutValue is the "__ServerTimeout" value an entry with
@@ -108,7 +125,7 @@ func (e *Entry) ServerTimeoutValue() string {
 // EntrySize is an upper bound of the bytes AppendEntry writes for e, used to
 // account queue bytes and byte caps without encoding twice.
 func EntrySize(e *Entry) int {
-	n := 1 + 9 + 9 + (5 + len(e.ServicePath)) + (5 + len(e.ServiceMethod)) + 5 + 2 + (5 + len(e.Payload)) + 9
+	n := 1 + 9 + 9 + (5 + len(e.ServicePath)) + (5 + len(e.ServiceMethod)) + 5 + 2 + (5 + len(e.Payload)) + 9 + 2
 	for k, v := range e.Metadata {
 		n += 10 + len(k) + len(v)
 	}
@@ -163,8 +180,12 @@ func DecodeBatch(frame []byte, maxEntries int) (frameSeq uint64, entries []Entry
 // same service and method: names equal to prev's share its strings rather
 // than being allocated again.
 func decodeEntry(r *reader, e *Entry, prev *Entry) (err error) {
-	if err = r.fixed("entry", 8); err != nil {
+	fields, err := r.arrayLen("entry")
+	if err != nil {
 		return err
+	}
+	if fields != 8 && fields != 9 {
+		return fmt.Errorf("%w: entry has %d fields, want 8 or 9", ErrMalformed, fields)
 	}
 	kind, err := r.uint("entry kind")
 	if err != nil {
@@ -200,6 +221,11 @@ func decodeEntry(r *reader, e *Entry, prev *Entry) (err error) {
 	}
 	if e.TimeoutMicros, err = r.int("timeout"); err != nil {
 		return err
+	}
+	if fields == 9 {
+		if e.CompressType, err = r.compressType("entry compress type"); err != nil {
+			return err
+		}
 	}
 	if timeoutRaw != nil {
 		if e.TimeoutMicros > 0 && isServerTimeoutValue(timeoutRaw, e.TimeoutMicros) {

@@ -16,6 +16,9 @@
 //
 //	[kind, id, servicePath, serviceMethod, {metadata}, serializeType, payload, timeoutMicros]
 //
+// with a ninth field, compressType, when the payload is compressed (sent
+// only to a server that said it reads it, MetaEntryCompress).
+//
 // A reply frame is
 //
 //	[version, incarnation, [reply, ...]]
@@ -23,6 +26,9 @@
 // and every reply is
 //
 //	[id, status, errorText, {metadata}, payload]
+//
+// with a sixth field, compressType, when the payload is compressed (sent
+// only to a lane that said it reads it).
 //
 // Version is bumped on any incompatible change; a decoder refuses a frame of
 // another version with ErrVersion.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/smallnest/rpcx/protocol"
+
 	"github.com/rpcxbatch/rpcxbatch/internal/mpack"
 )
 
@@ -37,6 +39,11 @@ type Handshake struct {
 	// grants no byte window. Like ReadTimeout it travels in the handshake
 	// response's metadata (MetaWindowBytes).
 	WindowBytes int
+	// EntryCompress is the compress type the server reads compressed
+	// entries of, protocol.None when it reads none (an older server, or a
+	// lane that asked for none). Like ReadTimeout it travels in the
+	// handshake response's metadata (MetaEntryCompress).
+	EntryCompress protocol.CompressType
 }
 
 // MetaReadTimeout, in a handshake response's metadata, is the server's
@@ -103,3 +110,12 @@ func DecodeHandshake(b []byte) (Handshake, error) {
 	h.PoolSize, h.BatchCap, h.MaxFrameBytes, h.Window = int(ints[0]), int(ints[1]), int(ints[2]), int(ints[3])
 	return h, nil
 }
+
+// MetaLargeReplies, in a handshake request's metadata ("1"), says that the
+// lane reads a reply frame above its MaxFrameBytes when the frame holds a
+// single reply: the server then writes a reply too large for a frame in a
+// frame of its own, whatever its size, as rpcx writes a response of any
+// size, instead of failing the call with a "reply exceeds the frame byte
+// cap" error (which a server that does not know the key, or a client that
+// does not send it, still gets).
+const MetaLargeReplies = "rpcxbatch_large_replies"

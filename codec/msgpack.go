@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/smallnest/rpcx/protocol"
+
 	"github.com/rpcxbatch/rpcxbatch/internal/mpack"
 )
 
@@ -304,6 +306,20 @@ func (r *reader) strMap(what string) (map[string]string, error) {
 		m[k] = v
 	}
 	return m, nil
+}
+
+// compressType reads a compress type: one rpcx knows a compressor for
+// (protocol.Compressors), and not protocol.None (a field that is there
+// says the payload is compressed).
+func (r *reader) compressType(what string) (protocol.CompressType, error) {
+	v, err := r.uint(what)
+	if err != nil {
+		return 0, err
+	}
+	if v == uint64(protocol.None) || v > 7 || protocol.Compressors[protocol.CompressType(v)] == nil {
+		return 0, fmt.Errorf("%w: %s %d", ErrMalformed, what, v)
+	}
+	return protocol.CompressType(v), nil
 }
 
 // fixed reads an array header that must declare exactly n elements.

@@ -3,6 +3,8 @@ package codec
 import (
 	"fmt"
 
+	"github.com/smallnest/rpcx/protocol"
+
 	"github.com/rpcxbatch/rpcxbatch/internal/mpack"
 )
 
@@ -25,6 +27,13 @@ type Reply struct {
 	Metadata map[string]string
 	// Payload is the encoded reply; decoded replies alias the frame.
 	Payload []byte
+	// CompressType is the compress type of the entry the reply answers.
+	// AppendReply compresses the payload with it as rpcx compresses the
+	// response to a compressed request: when it is not protocol.None and
+	// the payload is larger than CompressThreshold (the reply then has a
+	// sixth field, the compress type). Decoding sets it only for such a
+	// reply, whose Payload is then compressed (InflateReply).
+	CompressType protocol.CompressType
 }
 
 // AppendReplyHeader starts a reply frame of n replies, stamped with the
@@ -37,18 +46,34 @@ func AppendReplyHeader(dst []byte, incarnation uint64, n int) []byte {
 }
 
 // AppendReply appends one reply to a frame started by AppendReplyHeader.
+// A reply whose payload is to be compressed (see Reply.CompressType) but
+// whose compressor fails goes uncompressed.
 func AppendReply(dst []byte, rp *Reply) []byte {
-	dst = mpack.AppendArrayLen(dst, 5)
+	payload, ct := rp.Payload, protocol.None
+	if rp.CompressType != protocol.None && len(payload) > CompressThreshold {
+		if z, err := Compress(rp.CompressType, payload); err == nil {
+			payload, ct = z, rp.CompressType
+		}
+	}
+	if ct != protocol.None {
+		dst = mpack.AppendArrayLen(dst, 6)
+	} else {
+		dst = mpack.AppendArrayLen(dst, 5)
+	}
 	dst = mpack.AppendUint(dst, rp.ID)
 	dst = mpack.AppendUint(dst, uint64(rp.Status))
 	dst = mpack.AppendStr(dst, rp.Error)
 	dst = appendStrMap(dst, rp.Metadata)
-	return mpack.AppendBin(dst, rp.Payload)
+	dst = mpack.AppendBin(dst, payload)
+	if ct != protocol.None {
+		dst = mpack.AppendUint(dst, uint64(ct))
+	}
+	return dst
 }
 
 // ReplySize is an upper bound of the bytes AppendReply writes for rp.
 func ReplySize(rp *Reply) int {
-	n := 1 + 9 + 2 + (5 + len(rp.Error)) + 5 + (5 + len(rp.Payload))
+	n := 1 + 9 + 2 + (5 + len(rp.Error)) + 5 + (5 + len(rp.Payload)) + 2
 	for k, v := range rp.Metadata {
 		n += 10 + len(k) + len(v)
 	}
@@ -95,8 +120,12 @@ func DecodeReplies(frame []byte, maxEntries int, dst []Reply) (incarnation uint6
 }
 
 func decodeReply(r *reader, rp *Reply) (err error) {
-	if err = r.fixed("reply", 5); err != nil {
+	fields, err := r.arrayLen("reply")
+	if err != nil {
 		return err
+	}
+	if fields != 5 && fields != 6 {
+		return fmt.Errorf("%w: reply has %d fields, want 5 or 6", ErrMalformed, fields)
 	}
 	if rp.ID, err = r.uint("reply id"); err != nil {
 		return err
@@ -115,6 +144,12 @@ func decodeReply(r *reader, rp *Reply) (err error) {
 	if rp.Metadata, err = r.strMap("reply metadata"); err != nil {
 		return err
 	}
-	rp.Payload, err = r.bin("reply payload")
+	if rp.Payload, err = r.bin("reply payload"); err != nil {
+		return err
+	}
+	rp.CompressType = protocol.None
+	if fields == 6 {
+		rp.CompressType, err = r.compressType("reply compress type")
+	}
 	return err
 }

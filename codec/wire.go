@@ -1,12 +1,9 @@
 package codec
 
 import (
-	"bytes"
-	"compress/gzip"
 	"encoding/binary"
 	"fmt"
 	"io"
-	"math"
 
 	"github.com/smallnest/rpcx/protocol"
 )
@@ -72,9 +69,16 @@ func AppendMessage(dst []byte, h *protocol.Header, path, method string, meta map
 }
 
 // ReadMessage reads one rpcx message from r into buf (grown when too small,
-// and returned for reuse). A message whose declared length exceeds maxBytes
-// is refused with ErrFrameTooLarge before its body is allocated or read.
+// and returned for reuse, its length the message's). A message whose declared length exceeds maxBytes
+// is refused with ErrFrameTooLarge before its body is allocated or read,
+// and so is a compressed payload that unpacks to more than maxBytes.
 func ReadMessage(r io.Reader, maxBytes int, buf []byte) (Message, []byte, error) {
+	return ReadMessageInflate(r, maxBytes, maxBytes, buf)
+}
+
+// ReadMessageInflate is ReadMessage with a bound of its own, maxInflated,
+// on what a compressed payload unpacks to.
+func ReadMessageInflate(r io.Reader, maxBytes, maxInflated int, buf []byte) (Message, []byte, error) {
 	var msg Message
 	var head [headerLen]byte
 	if _, err := io.ReadFull(r, head[:]); err != nil {
@@ -98,8 +102,8 @@ func ReadMessage(r io.Reader, maxBytes int, buf []byte) (Message, []byte, error)
 		}
 		return msg, buf, err
 	}
-	err := parseBody(&msg, body, maxBytes)
-	return msg, buf, err
+	err := parseBody(&msg, body, maxInflated)
+	return msg, body, err
 }
 
 func parseBody(msg *Message, body []byte, maxBytes int) error {
@@ -164,39 +168,9 @@ func name(b []byte) string {
 
 // unzip decompresses a payload, refusing one that expands beyond maxBytes:
 // the byte cap holds for what a message unpacks to, not only for what it
-// weighs on the wire. Gzip is read through a limit; another registered
-// compressor is checked after it ran.
+// weighs on the wire.
 func unzip(ct protocol.CompressType, p []byte, maxBytes int) ([]byte, error) {
-	if ct == protocol.Gzip {
-		zr, err := gzip.NewReader(bytes.NewReader(p))
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
-		}
-		limit := int64(maxBytes)
-		if limit < math.MaxInt64 {
-			limit++ // one byte over the cap tells "too large" from "exactly the cap"
-		}
-		out, err := io.ReadAll(io.LimitReader(zr, limit))
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
-		}
-		if len(out) > maxBytes {
-			return nil, fmt.Errorf("%w: payload unpacks to more than %d bytes", ErrFrameTooLarge, maxBytes)
-		}
-		return out, nil
-	}
-	c := protocol.Compressors[ct]
-	if c == nil {
-		return nil, fmt.Errorf("%w: unknown compression %d", ErrMalformed, ct)
-	}
-	out, err := c.Unzip(p)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	if len(out) > maxBytes {
-		return nil, fmt.Errorf("%w: payload unpacks to more than %d bytes", ErrFrameTooLarge, maxBytes)
-	}
-	return out, nil
+	return inflate(ct, p, maxBytes)
 }
 
 func parseMeta(b []byte) (map[string]string, error) {

@@ -112,12 +112,15 @@ func Decode(st protocol.SerializeType, data []byte, v any) error {
 type Resolved struct {
 	rc   codec.Codec
 	fast bool
+	// pack says the payload is msgpack (protocol.MsgPack, whatever codec
+	// is registered for it): its depth is checked (CheckDepth).
+	pack bool
 }
 
 // Resolve looks up the codec of st, as Append and Decode do.
 func Resolve(st protocol.SerializeType) Resolved {
 	rc, fast := isRPCXMsgpack(st)
-	return Resolved{rc: rc, fast: fast}
+	return Resolved{rc: rc, fast: fast, pack: st == protocol.MsgPack}
 }
 
 // Missing reports whether st had no codec registered.
@@ -196,6 +199,12 @@ func (c *Codec) decode(r Resolved, data []byte, v any, clone bool) error {
 	rc, fast := r.rc, r.fast
 	if rc == nil {
 		return ErrNoCodec
+	}
+	if r.pack && len(data) > MaxDepth {
+		// Before any decoder, all of which recurse (depth.go).
+		if err := CheckDepth(data); err != nil {
+			return err
+		}
 	}
 	if !fast {
 		if clone {

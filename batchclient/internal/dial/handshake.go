@@ -72,8 +72,11 @@ func (hc *handshakeConn) Read(b []byte) (int, error) {
 // request, so a plain rpcx server answers it with "can't find service".
 func handshake(conn net.Conn, auth string, maxBytes int, ct protocol.CompressType) (codec.Handshake, error) {
 	h := codec.HandshakeHeader()
-	meta := map[string]string{codec.MetaMaxFrame: strconv.Itoa(maxBytes), codec.MetaByteCredits: "1"}
+	meta := map[string]string{codec.MetaMaxFrame: strconv.Itoa(maxBytes), codec.MetaByteCredits: "1", codec.MetaLargeReplies: "1"}
 	if ct != protocol.None {
+		// Entries compressed one by one, as rpcx compresses requests; an
+		// older server knows only whole frames (codec's compress.go).
+		meta[codec.MetaEntryCompress] = strconv.Itoa(int(ct))
 		meta[codec.MetaCompress] = strconv.Itoa(int(ct))
 	}
 	if auth != "" {
@@ -100,6 +103,9 @@ func handshake(conn net.Conn, auth string, maxBytes int, ct protocol.CompressTyp
 		hs, err := codec.DecodeHandshake(msg.Payload)
 		hs.ReadTimeout = readTimeoutOf(msg.Metadata)
 		hs.WindowBytes = codec.WindowBytesOf(msg.Metadata)
+		if hs.EntryCompress = codec.EntryCompressOf(msg.Metadata); hs.EntryCompress != ct {
+			hs.EntryCompress = protocol.None // not what this lane asked for
+		}
 		return hs, err
 	}
 }

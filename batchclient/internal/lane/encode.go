@@ -54,7 +54,28 @@ func (l *Lane) newEntry(ctx context.Context, kind codec.Kind, path, method strin
 	e.SerializeType = uint8(l.cfg.SerializeType)
 	e.Payload = e.buf
 	e.entryMetadata(ctx, st)
+	l.compressEntry(e)
 	return e, nil
+}
+
+// compressEntry compresses e's payload as rpcx's client compresses a
+// request's (with Option.CompressType, when its encoded arguments are
+// larger than codec.CompressThreshold), when the server reads compressed
+// entries (Handshake.EntryCompress; codec's compress.go). e.size stays
+// the uncompressed entry's: frames are filled, and the byte window
+// counted, by what the entries unpack to on the server. A payload the
+// compressor fails on goes as it is.
+func (l *Lane) compressEntry(e *entry) {
+	ct := l.hs.EntryCompress
+	if ct == protocol.None || len(e.Payload) <= codec.CompressThreshold {
+		return
+	}
+	z, err := codec.Compress(ct, e.Payload)
+	if err != nil {
+		return
+	}
+	e.gain = len(e.Payload) - len(z)
+	e.Payload, e.CompressType = z, ct
 }
 
 // entryMetadata sets e's metadata, deadline and size from ctx: the

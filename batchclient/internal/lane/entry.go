@@ -19,6 +19,9 @@ type entry struct {
 	codec.Entry
 	deadline time.Time
 	size     int
+	// gain is what the payload gains in inflating when it is compressed
+	// (compressEntry): the server counts the entry's bytes inflated.
+	gain int
 	// buf is the payload's storage, kept with the pooled entry so that
 	// the next entry encodes into it without allocating.
 	buf []byte

@@ -2,6 +2,7 @@ package lane
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/smallnest/rpcx/client"
 	"github.com/smallnest/rpcx/protocol"
@@ -33,10 +34,16 @@ func (l *Lane) readLoop() {
 		pcs     []*Pending
 		fc      fastcodec.Codec // decodes the replies
 	)
+	frameCap := l.cfg.MaxFrameBytes + 64<<10
 	for {
-		msg, b, err := codec.ReadMessage(rb.br, l.cfg.MaxFrameBytes+64<<10, buf)
+		msg, b, err := codec.ReadMessageInflate(rb.br, readCap(frameCap), frameCap, buf)
 		if err != nil {
 			l.fail(fmt.Errorf("%w: %w", ErrConnection, err))
+			return
+		}
+		if len(b) > frameCap && !isReplyFrame(&msg) {
+			// Only a reply too large for a frame comes larger (below).
+			l.fail(fmt.Errorf("%w: %w: message of %d bytes, cap %d", ErrConnection, codec.ErrFrameTooLarge, len(b), frameCap))
 			return
 		}
 		if cap(b) <= 4<<20 {
@@ -57,9 +64,15 @@ func (l *Lane) readLoop() {
 					buf = nil
 				}
 			}
-		case msg.Header.MessageType() == protocol.Request && msg.ServicePath == codec.ServicePath && msg.ServiceMethod == codec.MethodReply:
+		case isReplyFrame(&msg):
 			var inc uint64
 			inc, replies, err = codec.DecodeReplies(msg.Payload, 0, replies)
+			if err == nil && len(b) > frameCap && len(replies) != 1 {
+				err = fmt.Errorf("%w: reply frame of %d bytes holds %d replies, cap %d", codec.ErrFrameTooLarge, len(b), len(replies), frameCap)
+			}
+			if err == nil {
+				err = inflateReplies(replies, len(b), frameCap)
+			}
 			if err != nil {
 				l.fail(fmt.Errorf("%w: bad reply frame: %w", ErrConnection, err))
 				return
@@ -218,4 +231,46 @@ func withServiceError(md map[string]string, text string) map[string]string {
 	}
 	md[protocol.ServiceError] = text
 	return md
+}
+
+// isReplyFrame reports whether msg is a reply frame.
+func isReplyFrame(msg *codec.Message) bool {
+	return msg.Header.MessageType() == protocol.Request && msg.ServicePath == codec.ServicePath && msg.ServiceMethod == codec.MethodReply
+}
+
+// readCap is the most the reader reads of one message: what rpcx's own
+// client reads (protocol.MaxMessageLength, unlimited by default), since a
+// reply too large for a frame comes alone in a frame of its own
+// (codec.MetaLargeReplies); never less than the frame cap. Every other
+// message, and a reply frame holding more than one reply, is held to the
+// frame cap once read.
+func readCap(frameCap int) int {
+	if n := protocol.MaxMessageLength; n > 0 {
+		return max(n, frameCap)
+	}
+	return math.MaxUint32
+}
+
+// inflateReplies inflates the compressed replies of a reply frame of n
+// bytes (codec's per-entry compression): within the frame cap in all, as
+// the server fills a reply frame by what its replies unpack to; a reply
+// alone in its frame, as far as rpcx's own client would read a response
+// (readCap), since the server writes a reply too large for a frame so.
+func inflateReplies(replies []codec.Reply, n, frameCap int) error {
+	room := frameCap - n
+	if len(replies) == 1 {
+		room = max(room, readCap(frameCap))
+	}
+	for i := range replies {
+		rp := &replies[i]
+		if rp.CompressType == protocol.None {
+			continue
+		}
+		was := len(rp.Payload)
+		if err := codec.InflateReply(rp, room+was); err != nil {
+			return err
+		}
+		room -= len(rp.Payload) - was
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/smallnest/rpcx/protocol"
 	"github.com/smallnest/rpcx/share"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
@@ -211,6 +212,7 @@ func (l *Lane) encodeDeferredArgs(ws *writerState, e *entry, cd fastcodec.Resolv
 	if e.size > l.frameBytes {
 		return fmt.Errorf("%w: %d bytes, cap %d", ErrTooLarge, e.size, l.frameBytes)
 	}
+	l.compressEntry(e)
 	return nil
 }
 
@@ -249,7 +251,9 @@ func (l *Lane) appendFrame(ws *writerState, buf []byte, frameSeq uint64, batch [
 	start := len(buf)
 	buf = codec.AppendBatchHeader(buf, frameSeq, len(batch))
 	now := time.Now()
+	gain := 0
 	for i, e := range batch {
+		gain += e.gain
 		// The time left travels, not the deadline: the two clocks differ.
 		if !e.deadline.IsZero() {
 			e.TimeoutMicros = int64(e.deadline.Sub(now) / time.Microsecond)
@@ -271,9 +275,14 @@ func (l *Lane) appendFrame(ws *writerState, buf []byte, frameSeq uint64, batch [
 		batch[i] = nil
 	}
 	codec.FinishMessage(buf, mark)
-	l.charge(len(buf) - start) // the payload, as the server reads it
+	// The payload as the server counts it: its entries inflated.
+	l.charge(len(buf) - start + gain)
 	l.noteFrame(len(batch), len(buf)-start)
-	buf = codec.CompressMessage(buf, mark, l.cfg.CompressType)
+	if l.hs.EntryCompress == protocol.None {
+		// A server older than entry compression: the frame is compressed
+		// whole, if the lane compresses at all.
+		buf = codec.CompressMessage(buf, mark, l.cfg.CompressType)
+	}
 	l.cfg.Metrics.Frames.Inc(1)
 	l.cfg.Metrics.BatchSize.Update(int64(len(batch)))
 	return buf

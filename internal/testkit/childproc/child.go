@@ -20,6 +20,7 @@ const (
 	envAddr  = "RPCXBATCH_CHILD_ADDR"
 	envPlain = "RPCXBATCH_CHILD_PLAIN"
 	envPool  = "RPCXBATCH_CHILD_POOL"
+	envGuard = "RPCXBATCH_CHILD_DEPTHGUARD"
 )
 
 // Options shape a child server: Plain serves without the batch plugin (a
@@ -28,6 +29,8 @@ const (
 type Options struct {
 	Plain    bool
 	PoolSize int
+	// DepthGuard adds batchserver.DepthGuard to the child's plugins.
+	DepthGuard bool
 }
 
 // RunIfChild serves as a child server and exits when this process was
@@ -57,6 +60,12 @@ func (c *Child) Addr() string { return c.addr }
 
 // Incarnation is the incarnation the child's batch plugin drew.
 func (c *Child) Incarnation() uint64 { return c.inc }
+
+// Exited is closed once the child process has exited.
+func (c *Child) Exited() <-chan struct{} { return c.exited }
+
+// Stderr is the last of what the child wrote to its standard error.
+func (c *Child) Stderr() string { return c.stderr.String() }
 
 // Pid is the child's process id.
 func (c *Child) Pid() int { return c.cmd.Process.Pid }
@@ -96,6 +105,9 @@ func try(t testing.TB, addr string, opts Options) (*Child, error) {
 	c.cmd.Env = append(os.Environ(), envChild+"=1", envAddr+"="+addr, envPool+"="+strconv.Itoa(opts.PoolSize))
 	if opts.Plain {
 		c.cmd.Env = append(c.cmd.Env, envPlain+"=1")
+	}
+	if opts.DepthGuard {
+		c.cmd.Env = append(c.cmd.Env, envGuard+"=1")
 	}
 	c.cmd.Stdin, c.cmd.Stdout, c.cmd.Stderr = inR, out, c.stderr
 	if err := c.cmd.Start(); err != nil {

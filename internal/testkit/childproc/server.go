@@ -93,6 +93,9 @@ func serve(addr string) int {
 		pool, _ := strconv.Atoi(os.Getenv(envPool))
 		p, err = batchserver.New(s, batchserver.WithPoolSize(pool))
 	}
+	if os.Getenv(envGuard) == "1" {
+		s.Plugins.Add(batchserver.DepthGuard{})
+	}
 	pr := &Probe{p: p, next: make(map[uint32]uint32), byNumber: make(map[uint32]int)}
 	if err == nil {
 		err = errors.Join(
