@@ -3,8 +3,10 @@ package explore
 import (
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
+	"github.com/smallnest/rpcx/client"
 	"github.com/smallnest/rpcx/protocol"
 )
 
@@ -111,18 +113,31 @@ var accepted = []Accepted{
 		Desc: "after a panic the caller's reply is left as it was, where rpcx decodes the zero reply into it",
 		Explain: whole(func(sc *Scenario, d Diff) bool {
 			c := callOf(sc, d)
-			return c != nil && c.Outcome == outPanic && sc.Kind != kindHandler && isReply(d)
+			return c != nil && c.Outcome == outPanic && sc.Kind != kindHandler &&
+				(isReply(d) || (serverStream(d) && d.Field == "res.payload" && d.Batch == "") ||
+					(d.Where == "client" && d.Hook == "ClientAfterDecode" && d.Field == "payload"))
 		}),
 	},
 	{
 		ID: "function-error-reply", Item: "5",
 		Desc: "a RegisterFunction function that fails sends its partial reply beside the error, and the caller decodes it",
-		Explain: whole(func(sc *Scenario, d Diff) bool {
+		Explain: func(sc *Scenario, d Diff) (Diff, bool) {
 			c := callOf(sc, d)
-			return c != nil && (c.Outcome == outError || c.Outcome == outBlock) && sc.Kind == kindFunction &&
-				(isReply(d) || (serverStream(d) && d.Field == "res.payload" && d.Plain == "") ||
-					(d.Where == "client" && d.Hook == "ClientAfterDecode" && d.Field == "payload" && d.Plain == ""))
-		}),
+			if c == nil || (c.Outcome != outError && c.Outcome != outBlock) || sc.Kind != kindFunction {
+				return d, false
+			}
+			if d.Where == "receipts" {
+				// Inform's receipts: each reply is a fresh value.
+				d.Batch = rePartialReceipt.ReplaceAllString(d.Batch, "reply=Reply{N=0 Server= pad=0}")
+				return d, true
+			}
+			if isReply(d) || (serverStream(d) && d.Field == "res.payload" && d.Plain == "") ||
+				(d.Where == "client" && d.Hook == "ClientAfterDecode" && d.Field == "payload" && d.Plain == "") {
+				d.Batch = d.Plain
+				return d, true
+			}
+			return d, false
+		},
 	},
 	{
 		ID: "after-decode-payload-reencoded", Item: "new",
@@ -153,7 +168,8 @@ var accepted = []Accepted{
 			if sc == nil || !sc.RewritePayload || callOf(sc, d) == nil {
 				return false
 			}
-			return isReply(d) || slices.Contains([]string{"payload", "req.payload", "args", "outcome", "N"}, d.Field) && !(d.Where == "client" && d.Hook == "ClientBeforeEncode")
+			return isReply(d) || (callerField(d) && d.Where == "receipts") ||
+				slices.Contains([]string{"payload", "req.payload", "res.payload", "args", "reply", "outcome", "N"}, d.Field) && !(d.Where == "client" && d.Hook == "ClientBeforeEncode")
 		}),
 	},
 	{
@@ -166,18 +182,29 @@ var accepted = []Accepted{
 	},
 	{
 		ID: "late-reply-no-after-decode", Item: "new",
-		Desc: "a reply that arrives after its caller's deadline runs no ClientAfterDecode on lanes; rpcx's reader runs it",
+		Desc: "a reply that arrives after its call ended (its deadline passed, Failbackup, Fork or Broadcast cancelled it) runs no ClientAfterDecode on lanes; rpcx's reader runs it",
 		Explain: whole(func(sc *Scenario, d Diff) bool {
 			c := callOf(sc, d)
-			return c != nil && c.Deadline > 0 && d.Where == "client" && d.Hook == "ClientAfterDecode" && d.Field == "" && d.Batch == ""
+			return c != nil && (c.Deadline != 0 || sc.FailMode == client.Failbackup || c.Op == opFork || c.Op == opBroadcast) &&
+				d.Where == "client" && d.Hook == "ClientAfterDecode" && d.Field == "" && d.Batch == ""
 		}),
 	},
 	{
 		ID: "past-deadline-not-sent", Item: "new",
-		Desc: "a call whose deadline has already passed is not sent on lanes; rpcx sends it, with a negative __ServerTimeout, and the handler runs",
+		Desc: "a call whose deadline has already passed is not sent on lanes; rpcx sends it, with a negative `__ServerTimeout`, and the handler runs",
 		Explain: whole(func(sc *Scenario, d Diff) bool {
 			c := callOf(sc, d)
-			return c != nil && c.Deadline < 0 && d.Hook != "" && d.Field == "" && d.Batch == ""
+			return c != nil && c.Deadline < 0 && ((d.Hook != "" && d.Field == "" && d.Batch == "") ||
+				(d.Hook == "PreReadRequest" && d.Field == "count"))
+		}),
+	},
+	{
+		ID: "go-metadata-has-plugin-keys", Item: "new",
+		Desc: "Go's call.Metadata holds the keys a ClientBeforeEncode plugin added to the request; rpcx's holds the context's metadata only",
+		Explain: whole(func(sc *Scenario, d Diff) bool {
+			c := callOf(sc, d)
+			return c != nil && c.Op == opGo && sc.ClientPlugins && callerField(d) && d.Where == "go.metadata" &&
+				strings.Contains(d.Batch, "trace=span-1") && !strings.Contains(d.Plain, "trace=span-1")
 		}),
 	},
 	{
@@ -217,7 +244,7 @@ var accepted = []Accepted{
 	},
 	{
 		ID: "empty-reply-decoded", Item: "19",
-		Desc: "a reply whose encoding is empty is decoded anyway (a []byte emptied, JSON and msgpack fail), where rpcx leaves the reply alone",
+		Desc: "a reply whose encoding is empty is decoded anyway (a `[]byte` emptied, JSON and msgpack fail), where rpcx leaves the reply alone",
 		Explain: whole(func(sc *Scenario, d Diff) bool {
 			c := callOf(sc, d)
 			return c != nil && c.Outcome == outEmpty && (sc.Kind == kindHandler || sc.Serialize == protocol.SerializeNone) && (callerField(d) || d.Where == "client")
@@ -225,7 +252,7 @@ var accepted = []Accepted{
 	},
 	{
 		ID: "server-timeout-metadata", Item: "18",
-		Desc: "a __ServerTimeout in the caller's own request metadata (no deadline) does not end the handler's context",
+		Desc: "a `__ServerTimeout` in the caller's own request metadata (no deadline) does not end the handler's context",
 		Explain: whole(func(sc *Scenario, d Diff) bool {
 			c := callOf(sc, d)
 			return c != nil && c.ServerTimeout > 0 && c.Deadline == 0
@@ -235,18 +262,20 @@ var accepted = []Accepted{
 		ID: "over-16mib", Item: "7",
 		Desc: "an argument or reply over 16 MiB fails on lanes (ErrTooLarge, ErrReplyTooLarge)",
 		Explain: whole(func(sc *Scenario, d Diff) bool {
-			if c := callOf(sc, d); c != nil {
-				return c.Outcome == outHuge || c.ArgPad == hugePad
+			if c := callOf(sc, d); c != nil && (c.Outcome == outHuge || c.ArgPad == hugePad) {
+				return true
 			}
-			// The write of a large reply may end after its call did.
-			return sc != nil && d.Phase == "close" && d.Field == "" && sc.hasHuge()
+			// The encoding, compression or write of a large message may
+			// end after its call did, in the next step's events.
+			return sc != nil && d.Field == "" && sc.hasHuge() && (d.Phase == "close" || hugePayload(d.Plain+" "+d.Batch))
 		}),
 	},
 	{
 		ID: "hung-server", Item: "13",
 		Desc: "a server that accepts and never answers: the drop-in waits for the lane handshake outside the caller's context (ErrPeerDown after seconds, calls to the other servers held up)",
 		Explain: whole(func(sc *Scenario, d Diff) bool {
-			return sc != nil && sc.has(roleHung) && d.Phase == "call" && (callerField(d) || d.Field == "")
+			return sc != nil && sc.has(roleHung) && ((d.Phase == "call" && (callerField(d) || d.Field == "")) ||
+				(d.Phase == "close" && d.Hook == "ClientConnectionClose"))
 		}),
 	},
 }
@@ -256,10 +285,24 @@ const serverSaid = "server-said: "
 var (
 	// reClientErrorFunc is clientErrorFunc's prefix on a full message.
 	reClientErrorFunc = regexp.MustCompile(`E\w* \w+\.\w+: `)
-	rePlainPanic      = regexp.MustCompile(`\[service internal error\]: boom, method: .*?, stack: …\n?`)
+	rePlainPanic      = regexp.MustCompile(`\[service internal error\]: boom, method: \S+, argv: …, stack: …\n?`)
 	reBatchPanic      = regexp.MustCompile(`rpcxbatch: handler \S+ panicked: boom`)
+	rePartialReceipt  = regexp.MustCompile(`reply=Reply\{N=\d+ Server=\w+ pad=0\}`)
 	rePeerDown        = regexp.MustCompile(`rpcxbatch: batch peer is down; reconnecting in the background: [^:]+: `)
 )
+
+var rePayloadLen = regexp.MustCompile(`(?:payload=len=|pad=)(\d+)`)
+
+// hugePayload reports whether an event's text shows a payload or an
+// argument's pad over 16 MiB.
+func hugePayload(s string) bool {
+	for _, m := range rePayloadLen.FindAllStringSubmatch(s, -1) {
+		if n, err := strconv.Atoi(m[1]); err == nil && n > 16<<20 {
+			return true
+		}
+	}
+	return false
+}
 
 // whole is an Explain that accepts the differences pred names whole.
 func whole(pred func(sc *Scenario, d Diff) bool) func(*Scenario, Diff) (Diff, bool) {

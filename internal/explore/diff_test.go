@@ -13,9 +13,9 @@ import (
 
 // Diff is one difference between the plain side and the batch side.
 type Diff struct {
-	Phase string // "setup", "call", "close" or "process"
-	Call  int    // the call's index, for phase "call"
-	Op    string // the call's op and outcome, for phase "call"
+	Phase   string // "setup", "call", "close" or "process"
+	Call    int    // the call's index, for phase "call"
+	Op      string // the call's op and outcome, for phase "call"
 	Outcome string
 	// Where is the caller field ("err.text", "reply", ...) or the stream
 	// ("client", a server's name, "servers", "<name> reads").

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +22,9 @@ import (
 // `make explore SEEDS=N` (EXPLORE_SEEDS=N) runs 1..N instead (from
 // EXPLORE_FROM when set), EXPLORE_SEED=a,b,... exactly those.
 const ciSeeds = 100
+
+// defaultParallel is how many scenarios run at once.
+const defaultParallel = 4
 
 // defaultTries is how many times a scenario runs before a difference
 // that no entry accepts fails it: a difference that comes and goes with
@@ -73,23 +78,20 @@ func replayCommand(seed uint64) string {
 }
 
 // TestExplore runs each seed's scenario on plain rpcx and on the drop-in
-// and fails on a difference the accepted list does not name; over the CI
-// seeds it also fails on an accepted entry that matched nothing (stale:
-// its difference is gone, delete the entry and its docs row).
-// EXPLORE_STALE=ignore skips that check.
+// and fails on a difference the accepted list does not explain; over the
+// CI seeds it also fails on an accepted entry that explained nothing
+// (stale: its difference is gone, delete the entry and its docs row).
+// EXPLORE_STALE=ignore skips that check. The scenarios run parallel
+// (EXPLORE_PARALLEL of them at once, 4 by default: they mostly wait), then
+// each seed reports in a subtest of its own.
 func TestExplore(t *testing.T) {
 	list, ci := seeds(t)
-	tries := defaultTries
-	if s := os.Getenv("EXPLORE_TRIES"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 1 {
-			t.Fatalf("EXPLORE_TRIES=%q: want a count above 0", s)
-		}
-		tries = v
-	}
+	tries := envCount(t, "EXPLORE_TRIES", defaultTries)
+	parallel := envCount(t, "EXPLORE_PARALLEL", defaultParallel)
 	// EXPLORE_DUMP=file writes every difference found, accepted or not,
 	// one JSON object a line: for looking at many seeds' findings at once.
 	var dump *json.Encoder
+	var dumpMu sync.Mutex
 	if p := os.Getenv("EXPLORE_DUMP"); p != "" {
 		f, err := os.Create(p)
 		if err != nil {
@@ -98,85 +100,156 @@ func TestExplore(t *testing.T) {
 		defer f.Close()
 		dump = json.NewEncoder(f)
 	}
+	var matchedMu sync.Mutex
 	matched := make([]int, len(accepted))
-	ran := 0
+	credit := func(used []int) {
+		matchedMu.Lock()
+		for _, i := range used {
+			matched[i]++
+		}
+		matchedMu.Unlock()
+	}
 	start := time.Now()
 
 	for _, d := range processDiffs() {
 		if used, ok := explain(nil, d); ok {
-			for _, i := range used {
-				matched[i]++
-			}
+			credit(used)
 		} else {
-			t.Errorf("process-wide difference no accepted entry names:\n\t%s", d)
+			t.Errorf("process-wide difference no accepted entry explains:\n\t%s", d)
 		}
 	}
 
-	for _, seed := range list {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			ran++
-			sc := generate(seed)
-			var unmatched []Diff
+	results := make([]seedResult, len(list))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, parallel)
+	for k, seed := range list {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			r := &results[k]
+			r.sc = generate(seed)
+			began := time.Now()
+			defer func() { r.took = time.Since(began) }()
 			for try := 1; try <= tries; try++ {
-				diffs, err := runScenario(t, sc)
+				diffs, err := runScenario(r.sc)
 				if err != nil {
-					t.Fatalf("%s: %v\nreplay: %s", sc, err, replayCommand(seed))
+					r.err = err
+					return
 				}
-				unmatched = unmatched[:0]
+				r.unmatched = r.unmatched[:0]
 				for _, d := range diffs {
-					used, ok := explain(sc, d)
+					used, ok := explain(r.sc, d)
 					if dump != nil && try == 1 {
 						var ids []string
 						for _, i := range used {
 							ids = append(ids, accepted[i].ID)
 						}
-						dump.Encode(map[string]any{"seed": seed, "scenario": sc.String(), "diff": d, "accepted": strings.Join(ids, ",")})
+						dumpMu.Lock()
+						dump.Encode(map[string]any{"seed": seed, "scenario": r.sc.String(), "diff": d, "accepted": strings.Join(ids, ",")})
+						dumpMu.Unlock()
 					}
-					if ok {
-						if try == 1 {
-							for _, i := range used {
-								matched[i]++
-							}
-						}
-						continue
+					if !ok {
+						r.unmatched = append(r.unmatched, d)
+					} else if try == 1 {
+						credit(used)
 					}
-					unmatched = append(unmatched, d)
 				}
-				if len(unmatched) == 0 {
+				if len(r.unmatched) == 0 {
 					return
 				}
 				if try < tries {
-					var b strings.Builder
-					for _, d := range unmatched {
-						b.WriteString("\n\t" + d.String())
-					}
-					t.Logf("try %d of %s: differences no entry accepts (trying again):%s", try, sc, b.String())
+					r.logs = append(r.logs, fmt.Sprintf("try %d: differences no entry explains (trying again):%s", try, diffList(r.unmatched)))
 				}
 			}
-			var b strings.Builder
-			for _, d := range unmatched {
-				b.WriteString("\n\t" + d.String())
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	ran := 0
+	for k, seed := range list {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			ran++
+			r := results[k]
+			for _, l := range r.logs {
+				t.Logf("%s\n%s", r.sc, l)
 			}
-			t.Errorf("%s\ndifferences no accepted entry names, in %d runs of %d:%s\nreplay alone: %s", sc, tries, tries, b.String(), replayCommand(seed))
+			switch {
+			case r.err != nil:
+				t.Errorf("%s: %v\nreplay alone: %s", r.sc, r.err, replayCommand(seed))
+			case len(r.unmatched) > 0:
+				t.Errorf("%s\ndifferences no accepted entry explains, in %d runs of %d:%s\nreplay alone: %s", r.sc, tries, tries, diffList(r.unmatched), replayCommand(seed))
+			}
 		})
 	}
-	t.Logf("%d scenarios in %s", ran, time.Since(start).Round(time.Millisecond))
+	t.Logf("%d scenarios in %s, %d at once", len(list), elapsed.Round(time.Millisecond), parallel)
+	slowest := make([]int, len(list))
+	for k := range slowest {
+		slowest[k] = k
+	}
+	sort.Slice(slowest, func(i, j int) bool { return results[slowest[i]].took > results[slowest[j]].took })
+	for _, k := range slowest[:min(5, len(slowest))] {
+		t.Logf("slowest: %s in %s", results[k].sc, results[k].took.Round(time.Millisecond))
+	}
 	for i, a := range accepted {
-		t.Logf("accepted %-40s matched %d", a.ID, matched[i])
+		t.Logf("accepted %-32s item %-4s explained %d", a.ID, a.Item, matched[i])
 	}
 	if !ci || ran != len(list) || os.Getenv("EXPLORE_STALE") == "ignore" {
 		return
 	}
 	for i, a := range accepted {
 		if matched[i] == 0 {
-			t.Errorf("accepted entry %q (item %s) matched no difference over the CI seeds: its difference is gone; delete it from accepted_test.go and its row from docs/compatibility.md's \"What differs\"", a.ID, a.Item)
+			t.Errorf("accepted entry %q (item %s) explained no difference over the CI seeds: its difference is gone; delete it from accepted_test.go and its row from docs/compatibility.md's %q", a.ID, a.Item, docSection)
 		}
 	}
 }
 
+// seedResult is what a seed's scenario came to.
+type seedResult struct {
+	sc        *Scenario
+	unmatched []Diff   // of the last try
+	logs      []string // the earlier tries' differences
+	err       error
+	took      time.Duration
+}
+
+func diffList(ds []Diff) string {
+	var b strings.Builder
+	for _, d := range ds {
+		b.WriteString("\n\t" + d.String())
+	}
+	return b.String()
+}
+
+func envCount(t *testing.T, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 1 {
+		t.Fatalf("%s=%q: want a count above 0", name, s)
+	}
+	return v
+}
+
+// clientErrorFuncMu keeps the scenarios that set rpcx's process-wide
+// client.ClientErrorFunc (which hold it) apart from all others (which
+// read-hold it).
+var clientErrorFuncMu sync.RWMutex
+
 // runScenario runs sc on both sides and compares them. With
-// EXPLORE_VERBOSE=1 it logs both outcomes whole.
-func runScenario(t *testing.T, sc *Scenario) ([]Diff, error) {
+// EXPLORE_VERBOSE=1 it prints both outcomes whole.
+func runScenario(sc *Scenario) ([]Diff, error) {
+	if sc.ClientErrorFunc {
+		clientErrorFuncMu.Lock()
+		defer clientErrorFuncMu.Unlock()
+	} else {
+		clientErrorFuncMu.RLock()
+		defer clientErrorFuncMu.RUnlock()
+	}
 	plain, err := runSide(sc, false)
 	if err != nil {
 		return nil, fmt.Errorf("plain side: %w", err)
@@ -186,7 +259,7 @@ func runScenario(t *testing.T, sc *Scenario) ([]Diff, error) {
 		return nil, fmt.Errorf("batch side: %w", err)
 	}
 	if os.Getenv("EXPLORE_VERBOSE") == "1" {
-		t.Logf("%s\nplain:\n%s\nbatch:\n%s", sc, plain, batch)
+		fmt.Printf("%s\nplain:\n%s\nbatch:\n%s\n", sc, plain, batch)
 	}
 	return compare(sc, plain, batch), nil
 }

@@ -1,13 +1,13 @@
 package explore
 
 import (
-	"slices"
 	"context"
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
 	"net"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -133,8 +133,8 @@ type masker struct {
 }
 
 var (
-	reLoopback    = regexp.MustCompile(`127\.0\.0\.1:\d+`)
-	rePointer     = regexp.MustCompile(`0x[0-9a-f]{6,}`)
+	reLoopback = regexp.MustCompile(`127\.0\.0\.1:\d+`)
+	rePointer  = regexp.MustCompile(`0x[0-9a-f]{6,}`)
 	// reStack is a goroutine's stack as runtime.Stack writes it: the
 	// header, then pairs of a function line and a tab-indented file line
 	// ending in the frame's offset.
@@ -142,6 +142,8 @@ var (
 	reServerName  = regexp.MustCompile(`\b(live|slow)\d\b`)
 	reBatchNet    = regexp.MustCompile(`rpcxbatch\d+@`)
 	reServerTimer = regexp.MustCompile(`__ServerTimeout=\d+`)
+	// reArgv is the argument in rpcx's RpcServiceInternalError text.
+	reArgv = regexp.MustCompile(`(?s)(\[service internal error\]: .*?, argv: ).*?(, stack: )`)
 )
 
 func (m *masker) text(s string) string {
@@ -160,6 +162,7 @@ func (m *masker) text(s string) string {
 	s = reLoopback.ReplaceAllString(s, "127.0.0.1:PORT")
 	s = reBatchNet.ReplaceAllString(s, "rpcxbatchN@")
 	s = reStack.ReplaceAllString(s, "…")
+	s = reArgv.ReplaceAllString(s, "${1}…${2}")
 	s = rePointer.ReplaceAllString(s, "0xPTR")
 	s = reServerTimer.ReplaceAllString(s, "__ServerTimeout=set")
 	if m.homogeneous {
@@ -171,7 +174,7 @@ func (m *masker) text(s string) string {
 // short keeps a long text comparable and readable: its start, length and
 // hash.
 func short(s string) string {
-	if len(s) <= 400 {
+	if len(s) <= 1500 {
 		return s
 	}
 	return fmt.Sprintf("%s…(%d bytes, fnv %08x)", s[:200], len(s), fnv32(s))

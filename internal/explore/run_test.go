@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/smallnest/rpcx/client"
+	rpcxerrors "github.com/smallnest/rpcx/errors"
 	"github.com/smallnest/rpcx/protocol"
 	"github.com/smallnest/rpcx/share"
 
@@ -41,6 +43,7 @@ type CallOutcome struct {
 
 const (
 	settleQuiet = 100 * time.Millisecond
+	settleHuge  = 700 * time.Millisecond
 	settleMax   = 4 * time.Second
 	// callGuard bounds a call whatever it waits for: no scenario's call
 	// should take this long on either side.
@@ -56,10 +59,6 @@ func clientErrorFunc(res *protocol.Message, e string) client.ServiceError {
 	return client.NewServiceError(fmt.Sprintf("E%s %s.%s: %s", res.Metadata["code"], res.ServicePath, res.ServiceMethod, e))
 }
 
-// clientErrorFuncMu serialises the sides' use of rpcx's process-wide
-// client.ClientErrorFunc.
-var clientErrorFuncMu sync.Mutex
-
 // runSide runs sc on one side.
 func runSide(sc *Scenario, batch bool) (*Outcome, error) {
 	rec := newRecorder()
@@ -71,12 +70,9 @@ func runSide(sc *Scenario, batch bool) (*Outcome, error) {
 	out := &Outcome{Setup: f.mask.streams(rec.take())}
 
 	if sc.ClientErrorFunc {
-		clientErrorFuncMu.Lock()
+		// runScenario holds clientErrorFuncMu: no other scenario runs.
 		client.ClientErrorFunc = clientErrorFunc
-		defer func() {
-			client.ClientErrorFunc = nil
-			clientErrorFuncMu.Unlock()
-		}()
+		defer func() { client.ClientErrorFunc = nil }()
 	}
 
 	d, err := client.NewMultipleServersDiscovery(f.pairs())
@@ -115,32 +111,43 @@ func runSide(sc *Scenario, batch bool) (*Outcome, error) {
 	// the order of their events, and when connections open, are a race.
 	race := sc.FailMode == client.Failbackup
 	for i, c := range sc.Calls {
-		fields := runCall(sc, xc, i, c, f.mask)
-		rec.settle(settleQuiet, settleMax)
+		fields, err := runCall(sc, xc, i, c, f.mask)
+		quiet := settleQuiet
+		if c.Outcome == outHuge || c.ArgPad == hugePad {
+			// A message over 16 MiB may still be encoded, compressed or
+			// on its way, with nothing to record, when the call returns.
+			quiet = settleHuge
+		}
+		rec.settle(quiet, settleMax)
 		streams := rec.take()
 		for k, v := range f.preReads() {
 			streams[k] = v
 		}
 		var sorted []string
 		m := f.mask
-		switch {
-		case race:
+		if race {
 			dropConnEvents(streams)
 			sorted = []string{"*"}
-		case c.Op == opFork && len(sc.Servers) > 1:
-			// Fork cancels the other calls once one answered: which of
-			// them were sent by then, and ran, is a race. What is
-			// compared is what ran at all, and how.
+		}
+		switch {
+		case (c.Op == opFork || c.Op == opBroadcast) && len(sc.Servers) > 1:
+			// Fork cancels the other calls once one answered, Broadcast
+			// once one failed: which of them were sent by then, and ran,
+			// is a race. What is compared is what ran at all, and how.
 			fm := *f.mask
 			fm.homogeneous, fm.dedupe = true, true
 			m = &fm
 			dropForkCancels(streams)
 			sorted = []string{"*"}
-		case fanOut(c.Op):
+		case fanOut(c.Op) && !race:
 			// The calls to the servers run at once: their order in the
 			// client's stream is a race on either side.
 			sorted = []string{"client"}
 		}
+		// The error is read now that the calls a fan-out left running have
+		// ended: rpcx's Broadcast returns at the first error while its
+		// other calls still add theirs.
+		fields = append(fields, errFields(err, m, c.Op)...)
 		out.Calls = append(out.Calls, CallOutcome{Fields: fields, Streams: m.streams(streams, sorted...)})
 	}
 	xc.Close()
@@ -197,7 +204,9 @@ func dropConnEvents(streams map[string][]Event) {
 		}
 		kept := evs[:0]
 		for _, e := range evs {
-			if !connHooks[e.Hook] {
+			// HandleServiceError(EOF) is rpcx's word that a connection
+			// closed.
+			if !connHooks[e.Hook] && e.String() != "HandleServiceError err=EOF" {
 				kept = append(kept, e)
 			}
 		}
@@ -210,8 +219,8 @@ var connHooks = map[string]bool{
 	"ConnCreated": true, "ConnCreateFailed": true, "ClientConnected": true, "ClientConnectionClose": true,
 }
 
-// dropForkCancels drops, from a Fork's streams, the connection events and
-// the client's PostCall of the calls Fork cancelled.
+// dropForkCancels drops, from a Fork's or Broadcast's streams, the
+// connection events and the client's PostCall of the calls it cancelled.
 func dropForkCancels(streams map[string][]Event) {
 	dropConnEvents(streams)
 	evs := streams["client"]
@@ -226,12 +235,26 @@ func dropForkCancels(streams map[string][]Event) {
 
 func fanOut(op string) bool { return op == opBroadcast || op == opFork || op == opInform }
 
+// sortEvents puts events in a canonical order: by their text, sequence
+// numbers left out (they differ between the sides, and between the
+// connections of one side, for events that are otherwise alike).
 func sortEvents(evs []Event) {
-	sort.SliceStable(evs, func(i, j int) bool { return evs[i].String() < evs[j].String() })
+	key := func(e Event) string {
+		var b strings.Builder
+		b.WriteString(e.Hook)
+		for _, f := range e.Fields {
+			if f.K != "seq" && !strings.HasSuffix(f.K, ".seq") {
+				b.WriteString(" " + f.K + "=" + f.V)
+			}
+		}
+		return b.String()
+	}
+	sort.SliceStable(evs, func(i, j int) bool { return key(evs[i]) < key(evs[j]) })
 }
 
-// runCall makes call i of sc and returns what its caller got.
-func runCall(sc *Scenario, xc client.XClient, i int, c CallSpec, m *masker) []Field {
+// runCall makes call i of sc and returns what its caller got, and the
+// error it returned (to be read once the scenario settled).
+func runCall(sc *Scenario, xc client.XClient, i int, c CallSpec, m *masker) ([]Field, error) {
 	ctx := context.Background()
 	var cancel context.CancelFunc = func() {}
 	switch {
@@ -307,24 +330,13 @@ func runCall(sc *Scenario, xc client.XClient, i int, c CallSpec, m *masker) []Fi
 	case <-time.After(callGuard):
 		// The goroutine ends when the XClient closes.
 		add("guard", fmt.Sprintf("%s did not return in %s", c.Op, callGuard))
-		return fields
+		return fields, nil
 	}
 	elapsed := time.Since(start)
 	fields = append(fields, goFields...)
 	if c.Deadline != 0 {
 		limit := max(c.Deadline, 0) + overrunSlack
 		add("overran deadline", fmt.Sprint(elapsed > limit))
-	}
-	fields = append(fields, errFields(err, m)...)
-	if c.Op == opBroadcast {
-		// Broadcast returns at the first error, with the errors its other
-		// calls had by then: whether their cancellation is among them is
-		// a race.
-		for i := range fields {
-			if fields[i].K == "err.text" {
-				fields[i].V = strings.NewReplacer(" context canceled", "", "context canceled ", "").Replace(fields[i].V)
-			}
-		}
 	}
 	switch {
 	case fanOut(c.Op):
@@ -346,7 +358,7 @@ func runCall(sc *Scenario, xc client.XClient, i int, c CallSpec, m *masker) []Fi
 			add("caller res meta", metaString(res))
 		}
 	}
-	return fields
+	return fields, err
 }
 
 var sentinels = []struct {
@@ -368,11 +380,28 @@ var sentinels = []struct {
 // errFields is an error as the fields a caller can tell it by: text, type,
 // whether it is rpcx's ServiceError, which sentinels it is, and the
 // network operation of a *net.OpError inside it.
-func errFields(err error, m *masker) []Field {
+//
+// The errors of an rpcx MultiError (Broadcast, Fork, Inform) are compared
+// as a set: their order is the order the calls ended in. Broadcast returns
+// at the first error, with what its other calls had added by then: for it,
+// the set leaves out their cancellations.
+func errFields(err error, m *masker, op string) []Field {
 	if err == nil {
 		return []Field{{"err", "nil"}}
 	}
-	f := []Field{{"err.text", m.text(err.Error())}, {"err.type", fmt.Sprintf("%T", err)}}
+	text := err.Error()
+	var multi *rpcxerrors.MultiError
+	if errors.As(err, &multi) {
+		var texts []string
+		for _, e := range multi.Errors {
+			if t := m.text(e.Error()); !(op == opBroadcast && t == context.Canceled.Error()) && !slices.Contains(texts, t) {
+				texts = append(texts, t)
+			}
+		}
+		sort.Strings(texts)
+		text = "[" + strings.Join(texts, " | ") + "]"
+	}
+	f := []Field{{"err.text", m.text(text)}, {"err.type", fmt.Sprintf("%T", err)}}
 	var se client.ServiceError
 	if errors.As(err, &se) {
 		f = append(f, Field{"err.service", fmt.Sprint(se.IsServiceError())})
@@ -384,9 +413,9 @@ func errFields(err error, m *masker) []Field {
 		}
 	}
 	f = append(f, Field{"err.is", strings.Join(is, ",")})
-	var op *net.OpError
-	if errors.As(err, &op) {
-		f = append(f, Field{"err.netop", op.Op})
+	var netErr *net.OpError
+	if errors.As(err, &netErr) {
+		f = append(f, Field{"err.netop", netErr.Op})
 	}
 	return f
 }

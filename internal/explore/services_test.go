@@ -102,8 +102,8 @@ func pattern(n int) []byte {
 type srvState struct {
 	name string
 	// replyName is the name the server puts in its replies: "srv" when
-	// the scenario's servers are interchangeable, so that which of them
-	// answered does not show in a reply's bytes either.
+	// the scenario has several servers, so that which of them answered a
+	// fan-out call does not show in a reply's bytes either.
 	replyName string
 	slow      bool
 	rec       *recorder
