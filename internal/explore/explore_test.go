@@ -270,8 +270,10 @@ func runScenario(sc *Scenario) ([]Diff, error) {
 // processDiffs are the differences in rpcx's process-wide settings that
 // setting up a server makes: plain rpcx changes none; the plugin must not
 // either. rpcx's protocol.MaxMessageLength is put back afterwards, so
-// that the scenarios run under the user's setting.
-func processDiffs() []Diff {
+// that the scenarios run under the user's setting. The plugin may change
+// a setting once per process: the first answer is kept for every run of
+// TestExplore (-count).
+var processDiffs = sync.OnceValue(func() []Diff {
 	before := protocol.MaxMessageLength
 	s := server.NewServer()
 	_, err := batchserver.New(s)
@@ -286,4 +288,4 @@ func processDiffs() []Diff {
 		out = append(out, Diff{Phase: "process", Where: "protocol.MaxMessageLength", Plain: fmt.Sprint(before), Batch: fmt.Sprint(after)})
 	}
 	return out
-}
+})

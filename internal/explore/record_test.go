@@ -127,9 +127,8 @@ func (r *recorder) settle(quiet, max time.Duration) {
 type masker struct {
 	addrs       map[string]string // host:port to server name
 	homogeneous bool
-	// merge makes the live and slow servers' streams one, as homogeneous
-	// does, without masking their names; dedupe keeps one of equal events.
-	merge, dedupe bool
+	// dedupe keeps one of equal events in each stream.
+	dedupe bool
 }
 
 var (
@@ -210,7 +209,7 @@ func (m *masker) streams(in map[string][]Event, sorted ...string) map[string][]E
 		if sortAll || slices.Contains(sorted, name) {
 			sortEvents(masked)
 		}
-		if (m.homogeneous || m.merge) && reServerName.MatchString(name) {
+		if m.homogeneous && reServerName.MatchString(name) {
 			merged = append(merged, masked)
 			continue
 		}

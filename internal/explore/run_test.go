@@ -275,11 +275,20 @@ func runCall(sc *Scenario, xc client.XClient, i int, c CallSpec, m *masker) ([]F
 	defer cancel()
 	var req, res map[string]string
 	if c.Maps || c.ServerTimeout > 0 {
-		req, res = map[string]string{"tag": "t1"}, map[string]string{}
+		req = map[string]string{"tag": "t1"}
 		if c.ServerTimeout > 0 {
 			req[share.ServerTimeout] = strconv.Itoa(c.ServerTimeout)
 		}
-		ctx = context.WithValue(context.WithValue(ctx, share.ReqMetaDataKey, req), share.ResMetaDataKey, res)
+		ctx = context.WithValue(ctx, share.ReqMetaDataKey, req)
+		// rpcx v1.9.4's Broadcast, Fork and Inform write the replies'
+		// metadata into this map from a goroutine per server, unlocked
+		// (they wrap the context, so Client.call never sees a
+		// *share.Context to lock): over several servers the process dies
+		// of concurrent map writes. Those calls get no response map.
+		if !fanOut(c.Op) || len(sc.Servers) == 1 {
+			res = map[string]string{}
+			ctx = context.WithValue(ctx, share.ResMetaDataKey, res)
+		}
 	}
 	in := input{N: i + 1, Outcome: c.Outcome, Pad: pattern(c.ArgPad)}
 	var args, reply any
