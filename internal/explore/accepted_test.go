@@ -300,7 +300,9 @@ var accepted = []Accepted{
 		ID: "hung-server", Item: "13",
 		Desc: "a server that accepts and never answers: the drop-in waits for the lane handshake outside the caller's context (ErrPeerDown after seconds, calls to the other servers held up)",
 		Explain: whole(func(sc *Scenario, d Diff) bool {
-			return sc != nil && sc.has(roleHung) && (d.Phase == "call" || (d.Phase == "close" && d.Hook == "ClientConnectionClose"))
+			// After the calls, the drop-in may still be redialling it.
+			return sc != nil && sc.has(roleHung) && (d.Phase == "call" ||
+				(d.Phase == "close" && (d.Hook == "ClientConnectionClose" || d.Hook == "accept")))
 		}),
 	},
 }
