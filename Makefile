@@ -6,7 +6,7 @@ GO ?= go
 RACE_DIRS = codec batchserver batchclient group selector plugin internal/fastcodec internal/idlemem internal/plainconn reliability lock
 RACE_PKGS = $(foreach d,$(RACE_DIRS),$(if $(wildcard $(d)/*.go),./$(d)/...))
 
-.PHONY: test vet modcheck race unit mutate bench example group-example cluster-example fuzz fuzz-long soak perf perf-quick rpcxbench-demo fmt-check locks-example locks-bench locks-bench-quick locks-partition
+.PHONY: test vet modcheck race unit mutate explore bench example group-example cluster-example fuzz fuzz-long soak perf perf-quick rpcxbench-demo fmt-check locks-example locks-bench locks-bench-quick locks-partition
 
 # The etcd integration tests (./registry/) and cluster-example need the etcd
 # binary; each starts its own throwaway etcd on free loopback ports.
@@ -50,11 +50,21 @@ race:
 	$(GO) test -count=1 -timeout 5m -v -run '^(TestFanInLightClientsCostWhatPlainCosts|TestFanOutIdlePeersKeepOneLane|TestIdleLaneCostsServerWhatPlainCosts|TestBurstGrowsLanes)$$' ./batchclient/
 	$(GO) test -race -count=1 -timeout 5m -v ./registry/
 	# Each directory and what is under it, anchored: /lock must not take
-	# perf/locks along.
+	# perf/locks along. internal/explore is among them: the explorer's
+	# fixed seeds, without -race (rpcx's own Broadcast races on its error).
 	$(GO) test -count=1 -timeout 10m $$($(GO) list ./... | grep -v $(foreach d,$(RACE_DIRS) registry,-e '/$(d)$$' -e '/$(d)/'))
 
 unit:
 	$(GO) test -count=1 ./...
+
+# The differential explorer (internal/explore) over SEEDS scenarios from
+# seed FROM: each runs on plain rpcx and on the drop-in, and a difference
+# not in its accepted list fails with the seed and the command that
+# replays it. `make test` runs its fixed seeds (1 to 100).
+SEEDS ?= 500
+FROM ?= 1
+explore:
+	EXPLORE_SEEDS=$(SEEDS) EXPLORE_FROM=$(FROM) $(GO) test -count=1 -timeout 90m -v -run '^TestExplore$$' ./internal/explore/
 
 # Plants deliberate faults, one at a time, in scratch copies of the tree
 # and runs the tests of the packages concerned: every fault must make a
