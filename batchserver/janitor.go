@@ -34,8 +34,11 @@ type janitor struct {
 	t      *time.Timer
 	closed bool
 
-	// Used only by the look under way (looks never overlap).
-	conns []*conn
+	// lookMu is held by the look under way: a look that runs longer than
+	// janitorEvery (a loaded machine) while a park armed the next one must
+	// not overlap that one.
+	lookMu sync.Mutex
+	conns  []*conn // the look's snapshot of the connections, reused
 }
 
 // arm schedules the next look unless one is pending or running. It may be
@@ -64,6 +67,8 @@ func (j *janitor) look() {
 	j.p.tasks.add()
 	j.mu.Unlock()
 	defer j.p.tasks.done()
+	j.lookMu.Lock()
+	defer j.lookMu.Unlock()
 	// Disarmed before looking: whatever arms it from here on (a new
 	// connection, a park) schedules the next look itself.
 	j.armed.Store(false)

@@ -11,7 +11,7 @@ package batchserver
 // next reply allocates what it needs anew.
 
 // shedIfQuiet sheds the connection once when it has written no frame since
-// the janitor's last look. Only the janitor's look calls it.
+// the janitor's last look. Only the janitor's look calls it, under lookMu.
 func (c *conn) shedIfQuiet() {
 	n := c.frames.Load()
 	if n != c.seenFrames {
