@@ -66,6 +66,22 @@ FROM ?= 1
 explore:
 	EXPLORE_SEEDS=$(SEEDS) EXPLORE_FROM=$(FROM) $(GO) test -count=1 -timeout 90m -v -run '^TestExplore$$' ./internal/explore/
 
+# The fast tier, to run after each change; make test stays the full suite
+# CI runs. gofmt, go vet and the planted faults' lines (fmt-check, vet),
+# then the unit tests without the race detector and without the long
+# ones: the packages in CHECK_EXCLUDE (reliability/: the fault, overload
+# and restart suites; registry/: etcd processes) and the tests in
+# CHECK_SKIP (fleets of clients, child processes killed, frozen or
+# partitioned, and the longest differential test). A long test added
+# elsewhere belongs in CHECK_SKIP. The tests mostly wait (for timers,
+# peers, deadlines), so three packages run at once on two cores.
+CHECK_P ?= 3
+CHECK_EXCLUDE = reliability registry internal/explore
+CHECK_SKIP = ^(TestFanInLightClientsCostWhatPlainCosts|TestFanOutIdlePeersKeepOneLane|TestIdleLaneCostsServerWhatPlainCosts|TestBurstGrowsLanes|TestFault.*|TestStarvedClientKeepsHealthyPeer|TestMachinePauseKeepsHealthyPeer|TestBlockedCallersStayWithinQueueBytes|TestXClientCompareFailModes|TestPartitionFencing|TestProcess.*)$$
+.PHONY: check
+check: fmt-check vet
+	$(GO) test -count=1 -p $(CHECK_P) -timeout 5m -skip '$(CHECK_SKIP)' $$($(GO) list ./... | grep -v $(foreach d,$(CHECK_EXCLUDE),-e '/$(d)$$' -e '/$(d)/'))
+
 # Plants deliberate faults, one at a time, in scratch copies of the tree
 # and runs the tests of the packages concerned: every fault must make a
 # test fail (see internal/testkit/mutate for the list). MUTATE=regexp picks faults.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
 	"github.com/rpcxbatch/rpcxbatch/internal/testkit/childproc"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testenv"
 	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
 
@@ -341,7 +342,7 @@ func TestFaultFreezeDetectedByHeartbeat(t *testing.T) {
 }
 
 func TestFaultRestartAtSameAddress(t *testing.T) {
-	first := childproc.Start(t, "127.0.0.1:0")
+	first := childproc.Start(t, testenv.RestartAddr(t))
 	addr := first.Addr()
 	c := newClient(t, batchclient.WithReconnect(20*time.Millisecond, 200*time.Millisecond))
 	waitConnected(t, c, addr)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -57,18 +58,26 @@ func TestBlockedCallersStayWithinQueueBytes(t *testing.T) {
 		}()
 	}
 	// The callers fill the queue and block; the heap is sampled while
-	// they wait.
-	var peak uint64
+	// they wait. What blocked callers hold they hold for as long as they
+	// wait, so it is in every sample: the median is held to the bound.
+	// The peak is only reported: a single sample also counts what passes
+	// by (what the collection's mark found allocated meanwhile, in this
+	// process shared with the package's other tests, and a frame buffer
+	// grown for a moment), which broke the bound in a run of the whole
+	// suite on a busy machine.
+	var samples []int64
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
-		peak = max(peak, heapInUse())
+		samples = append(samples, int64(heapInUse())-int64(base))
 		time.Sleep(100 * time.Millisecond)
 	}
 	info := c.Info(addr)
 	cancel()
 	wg.Wait()
 	require.Zero(t, failed.Load(), "casts to a stuck peer failed (%+v)", info)
-	growth := int64(peak) - int64(base)
-	t.Logf("heap growth with %d blocked 1 MiB casts, QueueBytes %d MiB: %.1f MiB", callers, queueBytes>>20, float64(growth)/(1<<20))
+	slices.Sort(samples)
+	growth, peak := samples[len(samples)/2], samples[len(samples)-1]
+	t.Logf("heap growth with %d blocked 1 MiB casts, QueueBytes %d MiB: median %.1f MiB, peak %.1f MiB of %d samples",
+		callers, queueBytes>>20, float64(growth)/(1<<20), float64(peak)/(1<<20), len(samples))
 	require.LessOrEqual(t, growth, int64(2*queueBytes), "blocked callers hold payloads outside QueueBytes")
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testenv"
 	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
 
@@ -255,7 +256,7 @@ func TestPushUnderLoad(t *testing.T) {
 // before and after the server restarts at the same address (their lanes
 // are rebuilt against the new incarnation).
 func TestPushReachesOnlyItsClientAcrossRestart(t *testing.T) {
-	s, _ := servePusherAt(t, "127.0.0.1:0")
+	s, _ := servePusherAt(t, testenv.RestartAddr(t))
 	addr := s.Address().String()
 	chA, chB := make(chan *protocol.Message, 64), make(chan *protocol.Message, 64)
 	a := newPushXClient(t, pushPaths[1], addr, client.DefaultOption, chA)

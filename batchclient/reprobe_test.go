@@ -15,6 +15,7 @@ import (
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testenv"
 	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
 
@@ -36,10 +37,7 @@ func (c *connCounter) HandleConnClose(net.Conn) bool {
 // that is to be started, stopped and started again at the same address.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
+	return testenv.RestartAddr(t)
 }
 
 // servePlainAt serves Arith with plain rpcx (no batch plugin) at addr; its

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
 	"github.com/rpcxbatch/rpcxbatch/codec"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testenv"
 )
 
 // sendLog records the sends a scripted server received, in order.
@@ -44,7 +45,7 @@ func (l *sendLog) list() []uint32 {
 func TestSendsLostWithPeerNotReplayed(t *testing.T) {
 	const window, before, after = 4, 20, 50
 	oldLog := new(sendLog)
-	old := startScriptedAt(t, "127.0.0.1:0", 100, window, oldLog.onFrame)
+	old := startScriptedAt(t, testenv.RestartAddr(t), 100, window, oldLog.onFrame)
 	addr := old.ln.Addr().String()
 	c := newClient(t, batchclient.WithReconnect(10*time.Millisecond, 50*time.Millisecond))
 	in := waitConnected(t, c, addr)

@@ -35,6 +35,7 @@ const (
 	modePanic  = "panic"  // panics with "node exploded"
 	modeHang   = "hang"   // waits until its context ends (at most 10 s)
 	modeSlow   = "slow"   // answers its name after 300 ms
+	modeGated  = "gated"  // answers its name once released (at most 10 s)
 )
 
 var errNodeRejected = errors.New("node rejected")
@@ -57,6 +58,8 @@ type Node struct {
 	// can tell its own calls from others still on their way (the losers of
 	// a CallAny start whenever they get there).
 	marked atomic.Int64
+	// release lets a modeGated call answer, one call a value sent.
+	release chan struct{}
 }
 
 // markedArgs are Do's arguments for the calls Node.marked counts.
@@ -86,6 +89,14 @@ func (n *Node) Do(ctx context.Context, a *testsvc.Args, r *Answer) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(300 * time.Millisecond):
+		}
+	case modeGated:
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.release:
+		case <-time.After(10 * time.Second):
+			return errors.New("gated: not released within 10 s")
 		}
 	}
 	r.Node, r.N = n.name, a.A
@@ -124,7 +135,7 @@ func newRPCXServer(t testing.TB, n *Node, batch bool) *server.Server {
 // is set) and returns its address and service.
 func startNode(t testing.TB, mode string, batch bool) (string, *Node) {
 	t.Helper()
-	n := &Node{mode: mode}
+	n := &Node{mode: mode, release: make(chan struct{}, 16)}
 	addr, stop, err := testsvc.Serve(newRPCXServer(t, n, batch))
 	require.NoError(t, err)
 	t.Cleanup(stop)

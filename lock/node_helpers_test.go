@@ -15,6 +15,7 @@ import (
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testenv"
 )
 
 func init() { rlog.SetDummyLogger() }
@@ -32,7 +33,7 @@ func serveNode(t testing.TB) *Node {
 // its process died.
 func serveNodeKill(t testing.TB) (*Node, func()) {
 	t.Helper()
-	return serveNodeAt(t, "127.0.0.1:0")
+	return serveNodeAt(t, testenv.RestartAddr(t))
 }
 
 // serveNodeAt is serveNodeKill at a given address (a restart).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
 	"github.com/rpcxbatch/rpcxbatch/internal/testkit/childproc"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testenv"
 	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
 
@@ -44,7 +45,7 @@ func sendSeq(c *batchclient.Client, addr string, key, from, to uint32) int {
 // are lost, not replayed (Send had returned: it is fire-and-forget); they
 // are counted in errors.connection. None arrives out of order.
 func TestSendOrderAcrossRestart(t *testing.T) {
-	first := childproc.Start(t, "127.0.0.1:0")
+	first := childproc.Start(t, testenv.RestartAddr(t))
 	addr := first.Addr()
 	c := newClient(t, batchclient.WithReconnect(20*time.Millisecond, 200*time.Millisecond))
 	connect(t, c, addr)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testenv"
 )
 
 // RollArgs names one call: the caller goroutine and its sequence number.
@@ -48,9 +49,9 @@ func (r *Roller) Do(_ context.Context, a *RollArgs, out *RollArgs) error {
 	return nil
 }
 
-// rollServer serves a Roller at addr (":0" picks a port), with the batch
-// plugin when batch is set. A restarted server may find the port still
-// held for a moment: it tries again for a few seconds.
+// rollServer serves a Roller at addr (from testenv.RestartAddr), with the
+// batch plugin when batch is set. A restarted server that finds the port
+// held still tries again for a few seconds.
 func rollServer(t *testing.T, l *ledger, batch bool, addr string) (*server.Server, *Roller, string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -100,7 +101,10 @@ func rollingRestart(t *testing.T, batch bool, callers int) rollResult {
 	addrs := make([]string, 3)
 	pairs := make([]*client.KVPair, 3)
 	for i := range servers {
-		servers[i], _, addrs[i] = rollServer(t, led, batch, "127.0.0.1:0")
+		// Not a port of the ephemeral range: while a server is down
+		// another test's server could be given it, and the calls sent
+		// there would fail with "rpcx: can't find service Roll".
+		servers[i], _, addrs[i] = rollServer(t, led, batch, testenv.RestartAddr(t))
 		pairs[i] = &client.KVPair{Key: "tcp@" + addrs[i]}
 	}
 	d, err := client.NewMultipleServersDiscovery(pairs)

@@ -9,9 +9,17 @@
 // be on PATH: apt-get install -y etcd-server) unless -etcd names one. Every
 // server listens on 127.0.0.1, so the run is confined to this machine; on
 // several machines each server listens on, and registers, an address the
-// others can reach (see the README's multi-machine section).
+// others can reach (docs/registry.md, "Several machines").
 //
 //	go run ./example/cluster          (or: make cluster-example)
+//
+// Copied into a module of your own, it builds as it is: go mod tidy adds
+// rpcx-etcd and etcd's client. In a module that already required
+// rpcxbatch before, tidy may report an ambiguous import of a
+// google.golang.org/genproto/googleapis package: rpcx's dependencies
+// bring an old genproto module along, which still holds the packages
+// etcd's client takes from their split modules;
+// `go get google.golang.org/genproto@latest` resolves it.
 package main
 
 import (
@@ -37,8 +45,6 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
 	"github.com/rpcxbatch/rpcxbatch/codec"
 	"github.com/rpcxbatch/rpcxbatch/group"
-	"github.com/rpcxbatch/rpcxbatch/internal/testkit/etcdtest"
-	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
 
 // basePath is the rpcx base path the servers register under (with -etcd,
@@ -59,9 +65,9 @@ func main() {
 	flag.Parse()
 	rlog.SetDummyLogger() // rpcx logs every connection close and deregistration
 	if err := run(*endpoint, *callers, *each); err != nil {
-		if errors.Is(err, etcdtest.ErrNotInstalled) {
+		if errors.Is(err, errNoEtcd) {
 			fmt.Fprintf(os.Stderr, "cluster example: etcd is not installed.\n"+
-				"  Debian/Ubuntu: %s\n  or run an etcd yourself and pass -etcd host:port\n", etcdtest.InstallHint)
+				"  Debian/Ubuntu: apt-get install -y etcd-server\n  or run an etcd yourself and pass -etcd host:port\n")
 			os.Exit(2)
 		}
 		log.Fatal(err)
@@ -125,12 +131,12 @@ func run(endpoint string, callers, each int) error {
 	base := basePath
 	if endpoint == "" {
 		t0 := time.Now()
-		e, err := etcdtest.Start(ctx)
+		e, err := startEtcd(ctx)
 		if err != nil {
 			return err
 		}
-		defer e.Stop()
-		endpoint = e.Endpoint
+		defer e.stop()
+		endpoint = e.endpoint
 		fmt.Printf("etcd: throwaway single-member etcd on %s (ready in %v)\n", endpoint, time.Since(t0).Round(time.Millisecond))
 	} else {
 		base = fmt.Sprintf("%s-%d", basePath, os.Getpid())
@@ -199,8 +205,8 @@ func run(endpoint string, callers, each int) error {
 	for g := range callers {
 		wg.Go(func() {
 			for i := range each {
-				var r testsvc.Reply
-				if err := xc.Call(ctx, "Mul", &testsvc.Args{A: g, B: i}, &r); err != nil || r.C != g*i {
+				var r Reply
+				if err := xc.Call(ctx, "Mul", &Args{A: g, B: i}, &r); err != nil || r.C != g*i {
 					failed.Add(1)
 					if err == nil {
 						err = fmt.Errorf("Mul(%d, %d) = %d", g, i, r.C)
@@ -262,8 +268,8 @@ func run(endpoint string, callers, each int) error {
 		stopped.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
 	before := leaving.svc.calls.Load()
 	for i := range 30 {
-		var r testsvc.Reply
-		if err := xc.Call(ctx, "Mul", &testsvc.Args{A: i, B: 2}, &r); err != nil {
+		var r Reply
+		if err := xc.Call(ctx, "Mul", &Args{A: i, B: 2}, &r); err != nil {
 			return fmt.Errorf("call after the stop: %w", err)
 		}
 	}
@@ -276,7 +282,7 @@ func run(endpoint string, callers, each int) error {
 func groupCall(ctx context.Context, g *group.Group, byAddr map[string]*node, title string) error {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rs, errs := group.CallAllWait[string](cctx, g, service, "Name", &testsvc.Args{})
+	rs, errs := group.CallAllWait[string](cctx, g, service, "Name", &Args{})
 	slices.SortFunc(rs, func(a, b group.Result[string]) int { return cmpName(byAddr, a.Node, b.Node) })
 	fmt.Printf("\n%s: %d nodes\n", title, len(g.Nodes()))
 	for _, r := range rs {

@@ -12,12 +12,21 @@ import (
 	"github.com/smallnest/rpcx/server"
 
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
-	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 	"github.com/rpcxbatch/rpcxbatch/plugin"
 )
 
 // The servers of the example: the service they run and how one is started
 // and stopped (main.go drives them).
+
+// Args is the argument of Arith's methods.
+type Args struct {
+	A, B int
+}
+
+// Reply is Arith.Mul's result.
+type Reply struct {
+	C int
+}
 
 // Arith is the service every server runs: Mul, counted per server, and
 // Name, so that a group call shows who answered.
@@ -27,14 +36,14 @@ type Arith struct {
 }
 
 // Mul multiplies.
-func (a *Arith) Mul(_ context.Context, args *testsvc.Args, r *testsvc.Reply) error {
+func (a *Arith) Mul(_ context.Context, args *Args, r *Reply) error {
 	a.calls.Add(1)
 	r.C = args.A * args.B
 	return nil
 }
 
 // Name returns the server's name.
-func (a *Arith) Name(_ context.Context, _ *testsvc.Args, r *string) error {
+func (a *Arith) Name(_ context.Context, _ *Args, r *string) error {
 	*r = a.name
 	return nil
 }

@@ -21,8 +21,11 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
 	"github.com/rpcxbatch/rpcxbatch/group"
-	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
+
+// Args is Status.Get's argument: it needs none, but an rpcx method takes
+// one.
+type Args struct{}
 
 // Status is a service whose answer depends on the server it runs on.
 type Status struct {
@@ -31,7 +34,7 @@ type Status struct {
 }
 
 // Get returns the server's name, rejects, or panics.
-func (s *Status) Get(_ context.Context, _ *testsvc.Args, reply *string) error {
+func (s *Status) Get(_ context.Context, _ *Args, reply *string) error {
 	switch s.mode {
 	case "reject":
 		return errors.New("not ready")
@@ -61,7 +64,12 @@ func serve(name, mode string, batch bool) (string, func(), error) {
 	if err := s.RegisterName("Status", &Status{name: name, mode: mode}, ""); err != nil {
 		return "", nil, err
 	}
-	return testsvc.Serve(s)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	go s.ServeListener("tcp", ln)
+	return ln.Addr().String(), func() { s.Close() }, nil
 }
 
 func run() error {
@@ -104,7 +112,7 @@ func run() error {
 	defer g.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	args := &testsvc.Args{}
+	args := &Args{}
 	withLocal := group.On(append(g.Nodes(), addrs["local"])...)
 	good := group.On(addrs["ok"], addrs["plain"], addrs["missing"])
 

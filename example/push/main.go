@@ -9,8 +9,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/smallnest/rpcx/client"
@@ -20,8 +23,44 @@ import (
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
-	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
+
+// PushArgs asks Pusher.Push for N messages tagged Tag.
+type PushArgs struct {
+	N   int
+	Tag string
+}
+
+// PushReply is Pusher.Push's answer: how many messages it pushed.
+type PushReply struct {
+	N   int
+	Tag string
+}
+
+// Pusher is a service that pushes messages to its caller with rpcx's
+// Server.SendMessage before it answers (rpcx's bidirectional mode).
+type Pusher struct {
+	S *server.Server
+}
+
+// Push sends args.N messages, addressed "Pusher.Note", to the connection
+// the call came in on, then answers. rpcx puts that connection in the
+// handler's context, on a lane as on a plain connection.
+func (p *Pusher) Push(ctx context.Context, args *PushArgs, reply *PushReply) error {
+	conn, _ := ctx.Value(server.RemoteConnContextKey).(net.Conn)
+	if conn == nil {
+		return errors.New("push: no connection in the context")
+	}
+	for i := range args.N {
+		meta := map[string]string{"i": strconv.Itoa(i), "tag": args.Tag}
+		payload := []byte(args.Tag + "/" + strconv.Itoa(i))
+		if err := p.S.SendMessage(conn, "Pusher", "Note", meta, payload); err != nil {
+			return err
+		}
+	}
+	reply.N, reply.Tag = args.N, args.Tag
+	return nil
+}
 
 func main() {
 	rlog.SetDummyLogger() // rpcx logs every connection close at INFO
@@ -32,8 +71,8 @@ func main() {
 	}
 }
 
-// run serves testsvc.Pusher, whose Push method pushes args.N messages to
-// the connection its call came in on, then calls it once.
+// run serves Pusher, whose Push method pushes args.N messages to the
+// connection its call came in on, then calls it once.
 func run(batch bool) error {
 	s := server.NewServer()
 	if batch {
@@ -41,14 +80,16 @@ func run(batch bool) error {
 			return err
 		}
 	}
-	if err := s.RegisterName("Pusher", &testsvc.Pusher{S: s}, ""); err != nil {
+	if err := s.RegisterName("Pusher", &Pusher{S: s}, ""); err != nil {
 		return err
 	}
-	addr, stop, err := testsvc.Serve(s)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	defer stop()
+	go s.ServeListener("tcp", ln)
+	defer s.Close()
+	addr := ln.Addr().String()
 
 	d, err := client.NewPeer2PeerDiscovery("tcp@"+addr, "")
 	if err != nil {
@@ -61,8 +102,8 @@ func run(batch bool) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var reply testsvc.PushReply
-	if err := xc.Call(ctx, "Push", &testsvc.PushArgs{N: 3, Tag: "hello"}, &reply); err != nil {
+	var reply PushReply
+	if err := xc.Call(ctx, "Push", &PushArgs{N: 3, Tag: "hello"}, &reply); err != nil {
 		return err
 	}
 	fmt.Printf("server with batch plugin: %v; reply %+v\n", batch, reply)

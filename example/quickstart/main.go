@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -24,8 +25,49 @@ import (
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
-	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
+
+// Data is the payload of every call: three groups of ten small integers,
+// about 220 bytes in msgpack (rpcx's default codec), the "data" payload of
+// the measurements in the README.
+type Data struct {
+	A Fields `msgpack:"a"`
+	B Fields `msgpack:"b"`
+	C Fields `msgpack:"c"`
+}
+
+// Fields are ten small integers.
+type Fields struct {
+	F0 int `msgpack:"val_0"`
+	F1 int `msgpack:"val_1"`
+	F2 int `msgpack:"val_2"`
+	F3 int `msgpack:"val_3"`
+	F4 int `msgpack:"val_4"`
+	F5 int `msgpack:"val_5"`
+	F6 int `msgpack:"val_6"`
+	F7 int `msgpack:"val_7"`
+	F8 int `msgpack:"val_8"`
+	F9 int `msgpack:"val_9"`
+}
+
+// newData returns a Data filled from seed.
+func newData(seed int) *Data {
+	f := func(o int) Fields {
+		s := seed + o
+		return Fields{s, s + 1, s + 2, s + 3, s + 4, s + 5, s + 6, s + 7, s + 8, s + 9}
+	}
+	return &Data{f(0), f(30), f(60)}
+}
+
+// Echo is the service both servers run; its methods have rpcx's usual
+// shape, nothing in them knows about batching.
+type Echo struct{}
+
+// Data returns its argument.
+func (Echo) Data(_ context.Context, args *Data, reply *Data) error {
+	*reply = *args
+	return nil
+}
 
 func main() {
 	perPoint := flag.Duration("point", 2*time.Second, "how long each throughput point runs")
@@ -36,8 +78,8 @@ func main() {
 	}
 }
 
-// startServer serves Echo on a random loopback port, with the batch plugin
-// when batch is set.
+// startServer serves Echo on a free loopback port, with the batch plugin
+// when batch is set, and returns its address and a function that stops it.
 func startServer(batch bool) (string, func(), error) {
 	s := server.NewServer()
 	if batch {
@@ -46,10 +88,15 @@ func startServer(batch bool) (string, func(), error) {
 			return "", nil, err
 		}
 	}
-	if err := s.RegisterName("Echo", new(testsvc.Echo), ""); err != nil {
+	if err := s.RegisterName("Echo", new(Echo), ""); err != nil {
 		return "", nil, err
 	}
-	return testsvc.Serve(s)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	go s.ServeListener("tcp", ln)
+	return ln.Addr().String(), func() { s.Close() }, nil
 }
 
 func run(perPoint time.Duration) error {
@@ -88,8 +135,8 @@ func run(perPoint time.Duration) error {
 		go func(g int) {
 			defer wg.Done()
 			for i := 0; i < 10; i++ {
-				var reply testsvc.Data
-				args := testsvc.NewData((g + i) % 50)
+				var reply Data
+				args := newData((g + i) % 50)
 				if err := xc.Call(ctx, "Data", args, &reply); err != nil || reply != *args {
 					failed.Add(1)
 					continue
@@ -154,8 +201,8 @@ func throughput(xc client.XClient, g int, d time.Duration) (float64, error) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			args := testsvc.NewData(i % 50)
-			var reply testsvc.Data
+			args := newData(i % 50)
+			var reply Data
 			for {
 				select {
 				case <-stop:

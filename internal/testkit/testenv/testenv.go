@@ -2,6 +2,11 @@ package testenv
 
 import (
 	"context"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -73,4 +78,49 @@ func Concurrently(t testing.TB, n int, fn func(i int) error) {
 	if failed > 0 {
 		t.Fatalf("%d of %d failed", failed, n)
 	}
+}
+
+// RestartAddr returns a loopback address, "127.0.0.1:PORT", free a moment
+// ago, for a server a test stops and starts again at the same address.
+// Its port lies below the kernel's ephemeral range, from which every
+// listener on port 0 and every outgoing connection on the machine takes
+// its port: while the test's server is down, a server of another test
+// (another package's test binary runs beside this one) could otherwise
+// be given that port, and the test's clients, dialling the address
+// again, would reach it ("rpcx: can't find service Roll").
+func RestartAddr(t testing.TB) string {
+	t.Helper()
+	lo := ephemeralLow()
+	base := max(lo/2, 1024)
+	for range 1000 {
+		port := base + rand.IntN(lo-base)
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return ln.Addr().String()
+	}
+	t.Fatalf("RestartAddr: no free port in [%d, %d)", base, lo)
+	return ""
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range
+// (Linux's net.ipv4.ip_local_port_range; elsewhere, or unreadable, the
+// IANA range's first port).
+func ephemeralLow() int {
+	const iana = 49152
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return iana
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return iana
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil || lo <= 2048 {
+		return iana
+	}
+	return lo
 }
