@@ -70,7 +70,8 @@ explore:
 # CI runs. gofmt, go vet and the planted faults' lines (fmt-check, vet),
 # then the unit tests without the race detector and without the long
 # ones: the packages in CHECK_EXCLUDE (reliability/: the fault, overload
-# and restart suites; registry/: etcd processes) and the tests in
+# and restart suites; registry/: etcd processes; internal/explore: the
+# differential explorer, about 2 minutes) and the tests in
 # CHECK_SKIP (fleets of clients, child processes killed, frozen or
 # partitioned, and the longest differential test). A long test added
 # elsewhere belongs in CHECK_SKIP. The tests mostly wait (for timers,
