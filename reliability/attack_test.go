@@ -228,11 +228,10 @@ func TestAttackSuite(t *testing.T) {
 			assert.LessOrEqual(t, batch.after.conns, batch.before.conns, "connection states left")
 			assert.LessOrEqual(t, batch.after.socket, batch.before.socket, "sockets left")
 			// Parked goroutines go at the workers' pace (halving each
-			// second once a second has passed without the load: see the
-			// silent connection's attack); none is made after the attacker
-			// left.
+			// second once a second has passed without the load: the silent
+			// connection's attack checks it); entries the attacker left
+			// queued may still run after it left, on goroutines that park.
 			assert.LessOrEqual(t, batch.after.goroutines-int(batch.after.parked), max(batch.before.goroutines, plain.after.goroutines)+16, "goroutines left, the parked aside")
-			assert.LessOrEqual(t, batch.after.goroutines, max(batch.held.goroutines, batch.before.goroutines)+16, "goroutines left")
 			assert.LessOrEqual(t, batch.after.heap, max(batch.before.heap, plain.after.heap)+8, "live heap left (MiB)")
 			if at.check != nil {
 				at.check(t, plain, batch)
