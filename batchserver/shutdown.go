@@ -59,6 +59,10 @@ const (
 	// for the drain notices to be written (a write takes microseconds; a
 	// client that does not read is cut off by rpcx anyway).
 	noticeWait = 100 * time.Millisecond
+	// inflightWait bounds how long the Unregister hook of a Shutdown waits
+	// for the entries in flight at that moment, before it counts the
+	// plugin in rpcx's count (which rpcx looks at once a second).
+	inflightWait = 100 * time.Millisecond
 )
 
 // rpcxShutdown points at the fields of an rpcx server that graceful
@@ -116,6 +120,14 @@ func (p *Plugin) beginDrain() {
 	for _, c := range p.allConns(nil) {
 		c.noticeDrain()
 	}
+	if !settled || !flushed {
+		// A call in flight now mostly ends within milliseconds: waited for
+		// here, it does not hold Shutdown for the second rpcx waits
+		// between two looks at its count (a lane keeps a call in flight
+		// for longer than rpcx keeps a plain request: its frame, the
+		// entry, the reply's write).
+		settled, flushed = p.awaitIdle(time.Now().Add(inflightWait))
+	}
 	if settled && flushed {
 		// Nothing in flight: Shutdown goes on at once, as plain rpcx's
 		// does with no request running (it looks at its count once before
@@ -132,6 +144,17 @@ func (p *Plugin) beginDrain() {
 		return
 	}
 	p.keepCounted(true)
+}
+
+// awaitIdle waits until every connection has settled and flushed, or
+// until deadline, and reports the last look.
+func (p *Plugin) awaitIdle(deadline time.Time) (settled, flushed bool) {
+	for {
+		if settled, flushed = p.allIdle(); (settled && flushed) || !time.Now().Before(deadline) {
+			return settled, flushed
+		}
+		time.Sleep(drainPoll / 4)
+	}
 }
 
 // awaitNotices waits until every connection's writer has written what it
