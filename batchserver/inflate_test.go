@@ -3,6 +3,7 @@ package batchserver_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"net"
 	"runtime"
 	"testing"
@@ -106,4 +107,31 @@ func TestCompressedEntryInflatesWithinTheFrameCap(t *testing.T) {
 
 	require.NoError(t, c.Call(ctxT(t, 5*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: 6, B: 7}, &r))
 	require.Equal(t, 42, r.C)
+}
+
+// TestLyingGzipTrailerAllocatesNoMore: the size a gzip trailer declares is
+// only a hint for the buffer, and a hostile entry's trailer may lie: 26
+// bytes declaring 15 MiB must not make the server allocate 15 MiB (they
+// inflate to 2 bytes and fail their checksum), as the same bytes flagged
+// compressed in a plain rpcx request make rpcx allocate nothing of the
+// kind.
+func TestLyingGzipTrailerAllocatesNoMore(t *testing.T) {
+	addr, _, _ := startServer(t)
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	_, err := w.Write([]byte("hi"))
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	lie := buf.Bytes()
+	binary.LittleEndian.PutUint32(lie[len(lie)-4:], 15<<20)
+	alloc := allocatedBy(func() {
+		raw := rawDial(t, addr)
+		rawHandshake(t, raw)
+		e := mulEntry(1)
+		e.Payload, e.CompressType = lie, protocol.Gzip
+		rawWrite(t, raw, batchMessage(frame(1, e)))
+		requireClosedByPeer(t, raw, 10*time.Second)
+	})
+	t.Logf("%d bytes declaring 15 MiB: %d bytes allocated", len(lie), alloc)
+	assert.Less(t, alloc, uint64(2<<20), "the trailer's size was taken for the buffer")
 }

@@ -201,6 +201,9 @@ func InflateReply(rp *Reply, maxBytes int) error {
 	return nil
 }
 
+// maxDeflateRatio bounds what deflate data can unpack to, per byte.
+const maxDeflateRatio = 1032
+
 // inflate decompresses p, refusing a result beyond maxBytes: gzip is read
 // through a limit, so no more than maxBytes (and a byte) is allocated;
 // another registered compressor is checked after it ran.
@@ -219,11 +222,13 @@ func inflate(ct protocol.CompressType, p []byte, maxBytes int) ([]byte, error) {
 		}
 		// gzip's trailer says what the data unpacks to (mod 4 GiB): a hint
 		// for the buffer, within the limit, so that it is allocated once
-		// rather than grown by doubling.
+		// rather than grown by doubling. The sender writes the trailer, and
+		// a hostile one lies: the hint is held to what p can unpack to at
+		// all (deflate's ratio is at most 1032 to 1).
 		var out bytes.Buffer
 		if len(p) >= 18 {
 			// ReadFrom wants bytes.MinRead free before each read.
-			out.Grow(int(min(int64(binary.LittleEndian.Uint32(p[len(p)-4:]))+1, limit, 64<<20)) + bytes.MinRead)
+			out.Grow(int(min(int64(binary.LittleEndian.Uint32(p[len(p)-4:]))+1, limit, int64(len(p))*maxDeflateRatio, 64<<20)) + bytes.MinRead)
 		}
 		if _, err := out.ReadFrom(io.LimitReader(zr, limit)); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
