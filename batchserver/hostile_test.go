@@ -447,3 +447,16 @@ func TestUnreadRepliesCountInTheWindow(t *testing.T) {
 	<-done
 	require.True(t, eventually(5*time.Second, func() bool { return connStates(t, p) == 0 }))
 }
+
+// TestGaugesSumPluginsSharingARegistry: two plugins given one registry
+// (WithMetrics) both count in its gauges, as in its counters.
+func TestGaugesSumPluginsSharingARegistry(t *testing.T) {
+	r := metrics.NewRegistry()
+	addr1, _, p1 := startServer(t, batchserver.WithMetrics(r))
+	addr2, _, _ := startServer(t, batchserver.WithMetrics(r))
+	silentLane(t, addr1)
+	silentLane(t, addr2)
+	silentLane(t, addr2)
+	require.True(t, eventually(5*time.Second, func() bool { return connStates(t, p1) == 3 }),
+		"connections in the shared registry: %d, want 3", connStates(t, p1))
+}

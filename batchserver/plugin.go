@@ -240,6 +240,7 @@ func (p *Plugin) HeartbeatRequest(ctx context.Context, _ *protocol.Message) erro
 // Server.Close or Shutdown when the process goes on without the server.
 func (p *Plugin) Close() error {
 	p.janitor.stop()
+	p.unregisterGauges()
 	p.release.Stop()
 	p.workers.release(true)
 	p.tasks.wait()
