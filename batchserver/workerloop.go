@@ -25,8 +25,8 @@ const heavyRun = 64
 // run heavyRun queued entries back to back (true, with the next one): the
 // load is heavy then, and the worker goes on padded (runPadded). A worker
 // of a light load parks after an entry or a few, and the collector may
-// shrink its stack: with 300 light clients on a server the pad was a
-// megabyte of stacks, a third of what the server held beyond plain rpcx.
+// shrink its stack: padded, the workers of many light clients held much of
+// what the server held beyond plain rpcx.
 func (w *workers) runLight(t task, ch chan task, fc *fastcodec.Codec) (task, bool) {
 	for ok := true; ok; {
 		w.unstarted.Add(-1)
@@ -92,11 +92,11 @@ func (w *workers) next() (task, bool) {
 // park puts the calling goroutine on the idle list, or reports false when
 // it should end instead.
 //
-// The clock is read at every checkEvery-th park only (time.Now was 2 % of
-// the server's CPU at 1,000 callers, one read per entry): a goroutine is
-// stamped with the time of the last trim, which parks under load and the
-// janitor's looks when quiet keep within a second or so, so the idle
-// timeout counts from a little before it parked.
+// The clock is read at every checkEvery-th park only (a read per entry
+// showed in the server's profile): a goroutine is stamped with the time of
+// the last trim, which parks under load and the janitor's looks when quiet
+// keep within a second or so, so the idle timeout counts from a little
+// before it parked.
 func (w *workers) park(ch chan task) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -1,12 +1,8 @@
 package batchserver
 
-// pushLocked queues t.
-//
-// A slice appended at its end and taken from its front grew by every
-// entry that passed through it until it emptied, and under a storm of
-// casts it never did: at the peak of 10,000 writers casting, 168,000
-// tasks of room (9.4 MB, a fifth of the server's live heap) for the
-// 32,768 entries the two lanes' windows let wait at most.
+// pushLocked queues t. A ring, not a slice appended at its end and taken
+// from its front: that grew by every entry that passed through it until
+// it emptied, and under a storm of casts it never did.
 func (w *workers) pushLocked(t task) {
 	if w.n == len(w.queue) {
 		q := make([]task, max(minQueueCap, 2*len(w.queue)))

@@ -53,48 +53,20 @@ func (t task) run(fc *fastcodec.Codec) {
 	}
 }
 
-// workers runs call and cast entries on reused goroutines. Each entry still
-// runs alone on a goroutine of its own while it runs, as rpcx runs each
-// request, so a slow handler delays no other entry; but when it is done
-// that goroutine, and the stack it grew, takes the next entry instead of a
-// new goroutine being created and its stack grown again (stack growth was
-// a fifth of the server's CPU with a goroutine per entry).
+// workers runs call and cast entries on reused goroutines. Each entry runs
+// alone on a goroutine while it runs, as rpcx runs each request, so a slow
+// handler delays no other entry; but that goroutine, and the stack it grew,
+// then takes the next entry instead of a new one growing its own. Entries
+// that only wait for a processor wait in a queue, a task each (see run).
 //
-// Entries that only wait for a processor wait in a queue, not each on a
-// goroutine of its own (see run): with 10,000 callers the server ran
-// calls and casts on 100 to 950 goroutines instead of 2,800 to 4,300, its
-// peak RSS 47-55 MB instead of 72-98 MB, at less CPU per entry (perf
-// harness, batch path alone, medians of 3 alternated runs on a busy
-// 2-core machine).
-//
-// As many goroutines are kept as the busiest moment of the last seconds
-// needed, up to maxIdleWorkers: a frame of a thousand entries starts a
-// thousand at once, and with fewer kept the next such frame made up the
-// difference anew (with 10,000 callers, a tenth of the CPU). Once a second
-// (trim, as goroutines park, and at the plugin's janitor's look) the need is
-// taken anew: the most goroutines busy at once since the last check, or
-// half the need before, whichever is more; parked goroutines beyond the
-// need, less those busy now, end, oldest first, and so does one parked
-// unused for idleWorkerTimeout. A burst so leaves its goroutines parked
-// for a moment, and they end over the next seconds, halving every second,
-// once the load is gone. All parked goroutines are released when the
-// plugin's last connection closes and by Plugin.Close, so an idle server
-// holds none.
-//
-// A worker under a heavy load (one that found entries queued after one it
-// ran) has its stack padded with a stackpad.SmallPad (4 KiB), not the
-// 8 KiB Pad of the client's lanes: a parked worker keeps its stack from
-// being shrunk at every collection and grown back by its next entry, at
-// half the memory. Measured side by side with 1,000 and 10,000 callers
-// (perf harness, medians of 4 runs): without a pad the server spent 0.8
-// to 1 µs more CPU per call or cast; with the 8 KiB pad its peak RSS with
-// 10,000 callers was 101-104 MB, with 4 KiB 72-75 MB, at the same CPU.
-//
-// A pond pool (what rpcx's server.WithPool makes, and what the plugin uses
-// when the server has one) in their place, with room for 16,384 workers,
-// was no cheaper: 11.7 against 9.8 CPU µs per call at 100 callers, 13.3
-// against 10.7 at 1,000 (BenchmarkCall's batch load, mean of 3 runs on a
-// busy 2-core machine), and it does not queue.
+// As many parked goroutines are kept as the busiest moment of the last
+// seconds needed (a frame of a thousand entries otherwise makes them
+// anew), up to maxIdleWorkers; the need halves each second once the load
+// is gone (trim), one unused for idleWorkerTimeout ends, and the last
+// connection's close and Plugin.Close end them all. A worker under a heavy
+// load pads its stack with a stackpad.SmallPad, half the lanes' Pad
+// (runPadded). A pond pool (server.WithPool's) in their place was no
+// cheaper, and does not queue.
 type workers struct {
 	// unstarted counts entries handed to a goroutine that has not yet
 	// begun to run them; queued is n, read without mu;
@@ -154,33 +126,15 @@ func (w *workers) waiting() int { return int(w.unstarted.Load() + w.queued.Load(
 // is free to take it up, else after the goroutine that takes it from the
 // queue has run what it runs now.
 //
-// A goroutine for every entry handed out, as rpcx starts one for every
-// request, gave every entry of every frame in flight (thousands with
-// 10,000 callers) a goroutine, and a stack, at once, only to wait for its
-// turn on two processors. A queued entry costs a task, not a stack. It is
-// taken up by a taker: a goroutine that was handed an entry and has not
-// yet begun it (it runs the queue after its own entry) or one between two
-// entries (it looks at the queue before it parks). An entry is queued only
-// while a taker exists, and a goroutine about to begin an entry that was
-// the last taker hands the next queued entry to a goroutine of its own
-// first (begin): so the queue is never left to goroutines that are all
-// inside entries. A handler that blocks thus never holds up a queued
-// entry, however many block: each still gets a goroutine of its own, as
-// with rpcx (at once a parked one while no more goroutines are busy than
-// there are processors, else after a yield, up to 8 at a time).
-//
-// How many goroutines that makes: those inside entries, plus a taker or
-// two. A goroutine inside an entry that only waits for a processor cannot
-// be told from one whose handler blocks, so what keeps the count low for
-// handlers that only compute is that they finish within a scheduling
-// round: the goroutine that begins as the last taker yields once, and a
-// goroutine done with its entry takes the queue meanwhile (with 1,000
-// goroutines parked by a burst of blocking calls, a storm of casts that
-// only count ran on 5 to 15 of them at once; under the race detector on a
-// machine at load 11, on 21 to 489). Handlers that compute for longer
-// than a round (or are held in a collection's assist) look blocked, and
-// the count then grows towards the entries in progress, bounded by the
-// lanes' windows, as for handlers that block.
+// A queued entry costs a task, not a stack. It is taken up by a taker: a
+// goroutine handed an entry and not yet begun (it runs the queue after its
+// own entry) or one between two entries (it looks at the queue before it
+// parks). An entry is queued only while a taker exists, and the last taker
+// hands the next queued entry on as it begins its own (begin), so a
+// handler that blocks never holds up a queued entry: each gets a goroutine
+// of its own, as with rpcx. Handlers that compute for longer than a
+// scheduling round look blocked too, and the goroutines then grow towards
+// the entries in progress, which the lanes' windows bound.
 func (w *workers) run(t task) {
 	w.mu.Lock()
 	if w.takers.Load() == 0 {
@@ -223,24 +177,16 @@ func (w *workers) handLocked(t task) {
 // begin counts the calling goroutine out of the takers as it begins an
 // entry; when it was the last, the next queued entry goes to a goroutine
 // of its own (see run): at once to a parked goroutine while no more
-// goroutines are busy than there are processors, which costs a wake-up
-// and no memory (a frame of a few entries so runs them side by side, as
-// before the queue); otherwise only after a yield.
+// goroutines are busy than there are processors (a wake-up, no memory, and
+// a frame of a few entries runs side by side), otherwise only after a
+// yield.
 //
 // The goroutines inside entries may only be waiting for a processor, or
-// for a lock one of them holds, and be takers again in a moment. The
-// caller yields to them, once; only if the queue still has no taker then
-// are they held up (by handlers that block), and a goroutine is handed
-// the entry. Making one at once made each goroutine that began behind a
-// busy lock (or a collection's assist) make another: hundreds where a few
-// ran the queue. Waking a parked one at once, however many were busy, did
-// the same with the goroutines parked: each woken one, beginning as the
-// last taker while the others were inside entries, woke the next. (At
-// the peak of 10,000 writers casting, perf harness on a busy 2-core
-// machine: server goroutines a median of 205 over 12 runs without the
-// yield first, 107 over 10 with it; 43 to 564 in single runs.) While no
-// more goroutines are busy than there are processors (the caller counted),
-// one may be free to run the entry, and waking costs no yield.
+// for a lock one of them holds, and be takers again in a moment: the
+// caller yields to them once, and hands the entry on only if the queue
+// still has no taker. Making or waking one at once, however many were
+// busy, made each goroutine that began behind a busy lock (or a
+// collection's assist) start another: hundreds where a few ran the queue.
 func (w *workers) begin() {
 	if w.takers.Add(-1) > 0 || w.queued.Load() == 0 {
 		return

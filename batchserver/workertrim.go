@@ -29,7 +29,7 @@ func (w *workers) trimLocked(now time.Time) {
 	// A large queue is let go once empty, but only when the last second
 	// needed no more than a quarter of it: under a steady load that empties
 	// it between bursts it was otherwise grown anew, by doublings from
-	// minQueueCap, every second (~15 bytes per entry served).
+	// minQueueCap, every second.
 	if w.n == 0 && len(w.queue) > keptQueueCap && w.queuePeak <= len(w.queue)/4 {
 		w.queue, w.head = nil, 0
 	}
