@@ -154,7 +154,7 @@ again:
 	// The lane's writer encodes args: the caller waits anyway, and its
 	// goroutine then never grows its stack for the codec (a deep stack that
 	// the collector shrinks while the caller waits and the next call grows
-	// again: with 10,000 callers, a sixth of the CPU).
+	// again).
 	id, e, err := l.Submit(ctx, codec.KindCall, &sc.pending, true)
 	if errors.Is(err, lane.ErrFinished) {
 		<-call.Done

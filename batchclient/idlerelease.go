@@ -19,11 +19,10 @@ import (
 //
 // The cost is one full collection and the scavenging of the free heap per
 // burst; while the load goes on, each call reads one flag. The release is
-// of the whole process's memory, though only the start of this client's
-// calls is watched. Close ends the watch. The releases
-// are counted on the metric rpcxbatch.client.memory_releases of the
-// client's registry (clients sharing a registry share the counter). A
-// negative after is an ErrInvalidOption; 0 turns it off.
+// of the whole process's memory, though only this client's calls are
+// watched; Close ends the watch. The releases are counted on the metric
+// rpcxbatch.client.memory_releases of the client's registry. A negative
+// after is an ErrInvalidOption; 0 turns it off.
 func WithIdleMemoryRelease(after time.Duration) Option {
 	return func(o *Options) { o.IdleMemoryRelease = after }
 }

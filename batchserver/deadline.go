@@ -19,8 +19,7 @@ import (
 // goroutine to watch Done (TestDerivedContextsStartNoGoroutine).
 //
 // It keeps context.Context's contract (Err is nil until Done is closed,
-// then never changes); the first of the deadline passing (seen by the
-// timer, Done or Err) and the entry ending decides the error.
+// then never changes); the deadline or the entry's end, first, decides it.
 type deadlineCtx struct {
 	deadline time.Time
 

@@ -5,25 +5,19 @@ import (
 	"time"
 )
 
-// How loaded a lane is: what its peer reads to open another lane when this
-// one cannot keep up, and to retire one when the pool has more than its
-// load needs (batchclient's lane sizing).
-//
-// A lane's serial parts are its socket's owner and, on the server, the
-// connection's reader and reply writer. The lane is saturated when one of
-// them is the bottleneck, or is about to be (docs/lanes.md):
+// How loaded a lane is, for its peer's lane sizing (docs/lanes.md). A
+// lane's serial parts are its socket's owner and, on the server, the
+// connection's reader and reply writer; the lane is saturated, reported
+// on Config.Saturated without blocking, when one of them is the
+// bottleneck or is about to be:
 //
 //   - its frames carried ShareEntries entries or more on average over a
 //     window of loadWindow (and at least loadFrames frames): two lanes
 //     would still batch well, and share the serial work of both sides;
-//   - or the socket's owner was busy for at least saturatedBusy of the
-//     window, writing frames of saturatedEntries entries or saturatedBytes
-//     bytes on average (a lane of one or two small entries a frame is
-//     short of callers, not lanes);
+//   - or the socket's owner was busy for saturatedBusy of the window, with
+//     frames of saturatedEntries entries or saturatedBytes bytes on average;
 //   - or the writer had entries queued that the server's window would not
 //     let it write: the server holds as much of this lane as it takes.
-//
-// Each is reported on Config.Saturated, without blocking.
 
 // loadWindow is the shortest span a lane's frames are judged over, and
 // loadFrames the fewest frames.
