@@ -5,13 +5,10 @@
 // before first use; see structPlan), anything unusual is handed back to
 // the library from the start, so results and errors are the library's, and
 // every other type goes through the library with its encoders, decoders
-// and buffers reused.
-//
-// Any other codec in share.Codecs runs as registered, except that nothing
-// fastcodec returns aliases the caller's values or buffers, as nothing
-// does with plain rpcx: Append copies such a codec's bytes, and Decode
-// hands it a copy of its input unless the caller hands the bytes over with
-// DecodeShared.
+// and buffers reused. Any other codec in share.Codecs runs as registered,
+// except that nothing fastcodec returns aliases the caller's values or
+// buffers, as with plain rpcx (Append copies such a codec's bytes, Decode
+// hands it a copy of its input unless DecodeShared is used).
 //
 // It starts no goroutines. A Codec is used by one goroutine at a time.
 package fastcodec
