@@ -154,7 +154,7 @@ again:
 	// The lane's writer encodes args: the caller waits anyway, and its
 	// goroutine then never grows its stack for the codec (a deep stack that
 	// the collector shrinks while the caller waits and the next call grows
-	// again: with 10,000 callers, a sixth of the CPU).
+	// again).
 	id, e, err := l.Submit(ctx, codec.KindCall, &sc.pending, true)
 	if errors.Is(err, lane.ErrFinished) {
 		<-call.Done
@@ -177,11 +177,10 @@ again:
 	// which completes the call with ctx's error when ctx ends. A call
 	// that registered after the watch walked its lane sees fired, and
 	// claims itself back as the select would. Any other context selects:
-	// a context.AfterFunc per call that completes it with ctx's error was
-	// measured instead, and cost more than the select even at 10,000
-	// callers sharing one context (its allocations, and the shared
-	// context's mutex taken twice per call where the select locks the
-	// shared channel twice): see the clientfast notes.
+	// a context.AfterFunc per call that completes it with ctx's error
+	// costs more than the select, even for callers sharing one context
+	// (its allocations, and the context's mutex taken twice per call where
+	// the select locks the shared channel twice).
 	switch {
 	case done == nil:
 		<-call.Done

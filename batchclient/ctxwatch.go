@@ -11,31 +11,18 @@ import (
 
 // One watch for a context that many calls share.
 //
-// A Call whose context can end waits for its reply or for the end of the
-// context. A select on both channels puts the caller on the context's
-// Done channel's wait queue too. When thousands of callers share one
-// context (a request fanned out, a batch job, the perf harness's writers),
-// every caller takes that channel's lock twice per call, from both cores,
-// and leaving the queue writes to its neighbours in it: other goroutines'
-// wait records, long out of the cache by then. Measured with 10,000
-// callers sharing one context: the select cost the client 0.35-0.45 µs of
-// CPU per call more than a wait on the call's own channel (perf harness,
-// batch path, 3 alternated runs).
-//
-// So a context seen shared gets one context.AfterFunc for all its calls: a
-// ctxWatch. Such a call carries the watch in its Pending (Group) and waits
-// on its own Done channel alone; when the context ends, the watch claims
-// the calls that carry it on every lane they went to and completes them
-// with the context's error, as the select would have. A context.AfterFunc
-// per call was measured dearer than the select (commit bcd32ee): here it
-// is one per context, made once.
-//
-// A context is taken for shared once two of its calls, sampled one in
-// watchSample, are seen in a row. The watches live in watchSlots slots
-// of the client, each until its context ends (or Close): the call path
-// only reads the slots, a caller with a context of its own costs one look
-// at them, and a context that never ends keeps its slot. With every slot
-// taken, other contexts' calls select as before.
+// A select on a call's channel and its context's Done puts the caller on
+// Done's wait queue too: when thousands of callers share one context (a
+// request fanned out, a batch job), each takes that channel's lock twice
+// per call, from every core. So a context seen shared (two of its calls,
+// sampled one in watchSample, in a row) gets one context.AfterFunc for all
+// its calls, a ctxWatch: such a call carries the watch in its Pending
+// (Group) and waits on its own Done channel alone; when the context ends,
+// the watch completes the calls that carry it, on every lane, with the
+// context's error, as the select would have. The watches live in
+// watchSlots slots of the client until their context ends (or Close); the
+// call path only reads them, and with every slot taken, other contexts'
+// calls select as before.
 const (
 	watchSlots  = 4
 	watchSample = 16

@@ -14,23 +14,15 @@ import (
 // batchserver.WithIdleMemoryRelease does on its side: once no call, cast
 // or send has been made through the client for after (within a quarter of
 // it), it calls debug.FreeOSMemory, once; the next call starts the watch
-// anew. Without it (the default) the client never forces a collection, and
-// what a burst leaves behind (the stacks of the callers' goroutines that
-// have ended, the heap the collector has freed, the garbage of the burst
-// not yet collected) stays with the process until the runtime's next
-// collection, which in a process that allocates nothing comes with the
-// forced collection every two minutes.
+// anew. Without it (the default) what a burst leaves behind stays with the
+// process until the runtime's next collection (docs/operations.md).
 //
-// The cost is one full collection, with the world stopped for a moment and
-// the heap scanned, and the scavenging of the free heap, per burst; while
-// the load goes on, each call reads one flag. The release is of the whole
-// process's memory, though only this client's calls are watched, and only
-// their start: a call still in flight after that long (a slow handler)
-// does not hold the release back. Close ends the watch: a client closed
-// before its load has been gone for after does not release. The releases
-// are counted on the metric rpcxbatch.client.memory_releases of the
-// client's registry (clients sharing a registry share the counter). A
-// negative after is an ErrInvalidOption; 0 turns it off.
+// The cost is one full collection and the scavenging of the free heap per
+// burst; while the load goes on, each call reads one flag. The release is
+// of the whole process's memory, though only this client's calls are
+// watched; Close ends the watch. The releases are counted on the metric
+// rpcxbatch.client.memory_releases of the client's registry. A negative
+// after is an ErrInvalidOption; 0 turns it off.
 func WithIdleMemoryRelease(after time.Duration) Option {
 	return func(o *Options) { o.IdleMemoryRelease = after }
 }

@@ -9,24 +9,20 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
 )
 
-// How lanes are sized. A peer starts with MinLanes lanes (1 by default) and
-// opens one more, up to its cap (MaxLanes, else the pool size the server
-// announces), when a lane reports itself saturated: its socket's owner busy
-// for half of a few milliseconds, or the server's window holding its
-// queued entries back (lane/load.go). It retires one, the newest, when the
-// pool has been underused for LaneIdle: no lane saturated, and the
-// writers' busy time below a quarter of what one lane fewer could carry.
-// A light client costs a server one connection, as plain rpcx does; a
-// heavy one grows to the cap within milliseconds.
+// How lanes are sized (docs/lanes.md). A peer starts with MinLanes lanes
+// and opens one more, up to its cap (MaxLanes, else the pool size the
+// server announces), when a lane reports itself saturated (lane/load.go);
+// it retires the newest when the pool has been underused for LaneIdle: no
+// lane saturated, and the writers' busy time below a quarter of what one
+// lane fewer could carry. A light client costs a server one connection, as
+// plain rpcx does; a heavy one grows to the cap within milliseconds.
 //
 // A change publishes a new view. Keyless entries are spread over the new
 // lanes at once. A key's lane is jump(hash, lanes): a change moves only
 // the keys of the lane added or retired, and those wait, in pick, until
 // their old lane has written what it had and the server has run its casts
-// and sends (lane.Fence): a key's sends keep their order across the
-// change. A retired lane takes no new entries (a Submit that races with
-// the retirement picks again), finishes what it holds, and is closed once
-// quiet.
+// and sends (lane.Fence), so a key's sends keep their order. A retired lane
+// takes no new entries, finishes what it holds, and is closed once quiet.
 
 // growSettle is how long after a change the pool waits before it opens
 // another lane: the lane just opened must first take its share of the

@@ -15,23 +15,19 @@ import (
 )
 
 // Redialling on demand. A peer that cannot connect backs off exponentially
-// up to ReconnectMax, so that a server gone for good costs little. But a
-// server that restarts (a rolling restart) is back a moment later, and
-// plain rpcx redials it at the next call: a peer that calls ask for is
-// redialled after ReconnectMin instead of waiting out the whole backoff,
-// and at once when an XClient asks (GenerateClient, where rpcx's XClient
-// dials: rpcx's refused dial costs well under a millisecond, and a Failover
-// or Failtry loop over a refusing server must cost no more on the
-// drop-in). A peer nobody asks for keeps the exponential backoff.
+// up to ReconnectMax, so that a server gone for good costs little; but a
+// restarting server is back a moment later, and plain rpcx redials it at
+// the next call. So a peer that calls ask for is redialled after
+// ReconnectMin, and at once when an XClient asks (GenerateClient: a
+// Failover or Failtry loop over a refusing server must cost no more than
+// on rpcx, whose refused dial is cheap).
 //
-// A server that failed in a way a later try will meet again is not
-// redialled in the background at all, only when a call asks: one whose
-// TLS handshake failed (a certificate the client does not trust is not
-// transient; rpcx makes one handshake per call), or one that took the
-// connection and never answered the lane handshake (a hung process, whose
-// every connection would hang the handshake for its timeout). A server
-// that took the connection and closed it is redialled as one that
-// refused it: most often a process dying or restarting.
+// A server that failed in a way a later try will meet again is redialled
+// only when a call asks, never in the background: a failed TLS handshake
+// (an untrusted certificate is not transient), or a connection taken and
+// the lane handshake never answered (a hung process). One that took the
+// connection and closed it is redialled as one that refused it (most
+// often a process dying or restarting).
 
 // redialWake is why waitRedial returned.
 type redialWake int

@@ -14,19 +14,15 @@ import (
 // (codec's compress.go): a lane that names its compress type in its
 // handshake (codec.MetaEntryCompress) is told the server reads compressed
 // entries, and then compresses each entry's payload above rpcx's
-// threshold; the plugin inflates each one itself, through the frame's
-// byte cap (codec.InflateEntries, in batch), and the server's hooks see
-// the entry's compress flag as rpcx's see a request's. The reply to a
-// compressed entry is compressed above the same threshold, as rpcx
-// compresses the response to a compressed request (codec.AppendReply).
-// Frames are never flagged compressed, so rpcx itself inflates nothing
-// of a lane, without a bound (rpcx v1.9.4 has none) or under one meant
-// for a single request (rpcx's master has server.WithMaxDecompressedLength).
+// threshold; the plugin inflates each one itself, through the frame's byte
+// cap (codec.InflateEntries), the server's hooks see the entry's compress
+// flag as rpcx's see a request's, and the reply is compressed above the
+// same threshold (codec.AppendReply). Frames are never flagged compressed,
+// so rpcx itself inflates nothing of a lane, unbounded (rpcx v1.9.4 has no
+// bound) or under a bound meant for a single request.
 //
 // A lane older than that asks only for whole frames (codec.MetaCompress):
-// its batch frames arrive compressed (rpcx inflates them before the
-// plugin reads them, as any compressed message), and its reply frames are
-// compressed whole, as before.
+// rpcx inflates its batch frames, and its reply frames are compressed whole.
 
 // compressWanted returns the compress type a handshake's metadata asks
 // for: None when it asks for none, or for one rpcx has no compressor for

@@ -23,8 +23,8 @@ import (
 //
 // rpcx builds a plain request's context with share.WithValue and three
 // SetValue calls: a map, a mutex and the context, about 370 bytes and half
-// a dozen allocations, plus a deadline context. At hundreds of thousands of
-// entries a second that was a quarter of the server's garbage. Here the
+// a dozen allocations, plus a deadline context, which at hundreds of
+// thousands of entries a second is much of the server's garbage. Here the
 // share.Context's own tag map starts empty (it makes one the first time a
 // handler sets or looks up a value, as it would for any share.Context) and
 // the four values are answered by entryCtx.Value below it. A handler sees
@@ -53,8 +53,7 @@ type entryCtx struct {
 	direct bool
 	// hs is the request hooks present when the entry's frame was
 	// delivered (see req below). Beside the bools, not after req: they
-	// then share one word, and the struct is 192 bytes, a size class
-	// smaller (it was 200, allocated as 208) for every entry.
+	// then share one word, and the struct fits a smaller size class.
 	hs hookSet
 	dl deadlineCtx // used only when hasDeadline
 

@@ -14,23 +14,18 @@ import (
 
 // hookContainer stands between rpcx and the server's plugins. rpcx runs its
 // request hooks (PreReadRequest, PostReadRequest, PreHandleRequest,
-// PreWriteResponse, PostWriteResponse) once per message it reads; on a
-// lane that message is most often a batch frame holding many calls. Those
-// hooks skip batch frames here, so that a rate limiter never refuses a
-// frame (and with it every call inside) and a metrics plugin never counts
-// one; the plugin runs the same hooks per entry instead (see
-// entryhooks.go).
+// PreWriteResponse, PostWriteResponse) once per message it reads, on a
+// lane most often a batch frame of many calls. Those hooks skip batch
+// frames here, so that a rate limiter never refuses a frame (and every
+// call inside) and a metrics plugin never counts one; the plugin runs the
+// same hooks per entry instead (entryhooks.go).
 //
-// What a well-behaved lane sends for its own upkeep skips the read hooks
-// too, as a plain rpcx client sends no such thing: the one handshake that
-// makes a connection a lane, and heartbeats no more often than
-// laneBeatGap. Anything else read on a lane (a plain request written on
-// it, a second handshake, a flood of heartbeats) goes through every read
-// hook as on a plain connection, PreReadRequest included (held back from
-// before the read, see DoPreReadRequest): no guard or rate limiter is
-// bypassed by writing to a lane. Every other method goes to the server's
-// own container unchanged, so plain rpcx clients of the server see no
-// difference.
+// A lane's own upkeep (the one handshake that makes a connection a lane,
+// heartbeats no more often than laneBeatGap) skips the read hooks too, as
+// a plain client sends no such thing. Anything else read on a lane goes
+// through every read hook as on a plain connection, PreReadRequest
+// included (see DoPreReadRequest): writing to a lane bypasses no guard.
+// Every other method goes to the server's own container unchanged.
 type hookContainer struct {
 	server.PluginContainer // the server's own container
 

@@ -99,24 +99,16 @@ func WithWriteTimeout(d time.Duration) Option { return func(o *Options) { o.Writ
 // WithIdleMemoryRelease makes the plugin return the process's free memory
 // to the OS once its load has been gone for after: once no batch frame
 // has arrived for after (within a quarter of it) and no call or cast
-// runs, it calls debug.FreeOSMemory, once; the next frame starts the watch anew. Without
-// it (the default) the plugin never forces a collection, and what a burst
-// leaves behind (the stacks of goroutines that have ended, heap freed by
-// the collector) stays with the process until the runtime's next
-// collection, which in a process that allocates nothing comes with the
-// forced collection every two minutes; the RSS then stays near its peak
-// meanwhile.
+// runs, it calls debug.FreeOSMemory, once; the next frame starts the watch
+// anew. Without it (the default) what a burst leaves behind stays with the
+// process until the runtime's next collection (docs/operations.md).
 //
-// The cost is one full collection, with the world stopped for a moment
-// and the heap scanned, and the scavenging of the free heap, per burst;
-// the next burst faults its memory in again. Use it for a server that
-// serves in bursts with quiet between them and shares its machine (its RSS
-// counts against a container's memory limit, or other processes want the
-// memory), with after well above the gaps within a burst (seconds, not
-// milliseconds). Not for a server that is busy all the time: it would
-// rarely fire and gain nothing. GOMEMLIMIT (debug.SetMemoryLimit) is the
-// runtime's own bound, and works without this option. A negative after is
-// an ErrInvalidOption.
+// The cost is one full collection and the scavenging of the free heap per
+// burst, and the next burst faults its memory in again. Use it for a
+// server that serves in bursts and shares its machine, with after well
+// above the gaps within a burst (seconds); not for a server busy all the
+// time. GOMEMLIMIT (debug.SetMemoryLimit) is the runtime's own bound, and
+// works without this option. A negative after is an ErrInvalidOption.
 func WithIdleMemoryRelease(after time.Duration) Option {
 	return func(o *Options) { o.IdleMemoryRelease = after }
 }

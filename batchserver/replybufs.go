@@ -24,9 +24,8 @@ type replyBufs struct {
 	mu   sync.Mutex // guards free and recent: handlers get, the writer puts
 	free [][]byte
 	// recent is the largest payload of the last reply frame written: a
-	// fresh buffer is made that size with some room, not newReplyBufCap
-	// (at 10,000 callers fresh 512-byte buffers for ~220-byte replies were
-	// the largest live item at the server's peak).
+	// fresh buffer is made that size with some room, not newReplyBufCap,
+	// whose room small replies left unused.
 	recent int
 }
 

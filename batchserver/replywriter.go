@@ -55,24 +55,16 @@ func (c *conn) credit(fr *frameHold, own bool) {
 //
 // With own, the caller is the goroutine that ran the connection's last
 // unfinished entry, whose reply or credit it just queued, and it becomes
-// the writer itself: it takes whatever is queued, as a writer goroutine
-// would, writes it, and goes on until nothing is left (flat combining). A
-// reply then costs no goroutine start and no hand-off when the connection
-// is quiet. While other entries of the connection are unfinished their
-// replies are on the way, and a writer goroutine of its own settles for
-// them (settle.Settle) as before: an entry's goroutine that wrote at once
-// shipped frames of 2-3 replies where the writer shipped 4 (10 callers),
-// and under load one goroutine owns the socket at a time either way
-// (writing is the token). Only the goroutines of entries write in place:
-// the delivery path, the send queue, heartbeats and drain notices hand the
-// writing to a goroutine of its own, so that a slow socket never holds
-// them up.
+// the writer itself (flat combining): no goroutine start, no hand-off on
+// a quiet connection. With other entries unfinished, a writer goroutine
+// settles for their replies (settle.Settle): writing at once shipped
+// smaller frames. Only entries' goroutines write in place: the delivery
+// path, the send queue, heartbeats and drain notices hand the writing to
+// a goroutine of its own, so that a slow socket never holds them up.
 //
-// reply says that what own queued is a call's reply, which its caller
-// waits for: the goroutine then writes at once (see writeLoop). A cast's
-// credit only gives the lane's window back, and its goroutine settles
-// first, as a writer goroutine does, so that the credits of the casts on
-// their way go in the same message.
+// reply says own queued a call's reply, whose caller waits: the goroutine
+// writes at once (see writeLoop); a cast's credit settles first, so that
+// the credits of the casts on their way go in one message.
 func (c *conn) kickLocked(own, reply bool) {
 	start := !c.writing
 	c.writing = true
@@ -105,14 +97,10 @@ func (c *conn) writeOwnReply() { c.writeLoop(true) }
 // runs ahead of the entry goroutines of the same frame that are about to
 // reply, and lets them queue. A call's goroutine writing its reply in
 // place (replyNow) does not: no other entry of its connection was
-// unfinished, so no reply of this connection is on its way. Its settle
-// yielded once for nothing (more while entries of other connections,
-// which settle's onTheWay counts too, waited to begin), and once more
-// after the frame, with nothing queued: at one caller two
-// runtime.Gosched per call, 6-8 % of the server's CPU in a profile, one
-// of them before the reply's write. After its first frame it settles, as
-// a writer goroutine does, only for replies queued already (by frames
-// that came while it wrote).
+// unfinished, so its settle would only yield for nothing, before the
+// reply's write and after it. After its first frame it settles, as a
+// writer goroutine does, only for replies queued already (by frames that
+// came while it wrote).
 func (c *conn) writeLoop(replyNow bool) {
 	for first := true; ; first = false {
 		if !replyNow || (!first && c.queuedReplies() > 0) {

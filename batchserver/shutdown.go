@@ -11,33 +11,20 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/internal/rpcxlayout"
 )
 
-// Graceful shutdown. rpcx v1.9.4's Server.Shutdown sets its inShutdown
-// flag, calls every plugin's Unregister hook (UnregisterAll), closes the
-// listener, stops reading every connection (CloseRead), waits while its
-// count of requests being handled (handlerMsgNum) is above zero, and then
-// closes the connections. A batch frame is one such request, but its
-// handler returns as soon as its entries are handed out: rpcx alone would
-// close the connections under entries still running, and their replies
-// would be lost although their handlers ran.
+// Graceful shutdown. rpcx v1.9.4's Server.Shutdown calls every plugin's
+// Unregister hook, stops reading every connection, waits while its count
+// of requests being handled (handlerMsgNum) is above zero, and closes the
+// connections. A batch frame is one such request, but its handler returns
+// once its entries are handed out: rpcx alone would close the connections
+// under entries still running, and lose their replies.
 //
-// So the plugin counts itself in handlerMsgNum (once, whatever the number
-// of entries) while any connection has entries unfinished or replies
-// unwritten, from the moment a Shutdown could need it: when the Unregister
-// hook runs during Shutdown, before Shutdown first looks at the count; or,
-// when a service was unregistered beforehand (s.UnregisterAll() ahead of
-// Shutdown, as registry users do, after which Shutdown runs no hook), from
-// every frame on, each frame taking the count before its handler returns.
-// A frame that rpcx read before it stopped reading holds its handler, and
-// so rpcx's count, until its connection is idle. Each connection is told
-// with a drain notice (and reminded while the drain lasts), so its lane
-// stops writing frames the server would never read and fails its unsent
-// entries with an error rpcx's Failover retries on another server.
-//
-// On a running server nothing of this costs more than one atomic load per
-// frame (two after a service was unregistered alone, with the plugins'
-// DoUnregister), until UnregisterAll runs: from then on, Shutdown is
-// expected (rpcx runs the hooks only once, so registering services again
-// does not make its Shutdown run them).
+// So the plugin counts itself in handlerMsgNum while any connection has
+// entries unfinished or replies unwritten, from the moment a Shutdown could
+// need it: the Unregister hook during Shutdown, or every frame once a
+// service was unregistered beforehand (s.UnregisterAll() ahead of
+// Shutdown, as registry users do). Each connection gets a drain notice, so
+// its lane stops writing and fails its unsent entries with an error
+// Failover retries elsewhere. A running server pays one atomic load a frame.
 
 const (
 	// drainPoll is how often a drain looks whether the connections are

@@ -8,7 +8,6 @@ import (
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
 	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
-	"github.com/rpcxbatch/rpcxbatch/internal/stackpad"
 )
 
 const (
@@ -54,48 +53,20 @@ func (t task) run(fc *fastcodec.Codec) {
 	}
 }
 
-// workers runs call and cast entries on reused goroutines. Each entry still
-// runs alone on a goroutine of its own while it runs, as rpcx runs each
-// request, so a slow handler delays no other entry; but when it is done
-// that goroutine, and the stack it grew, takes the next entry instead of a
-// new goroutine being created and its stack grown again (stack growth was
-// a fifth of the server's CPU with a goroutine per entry).
+// workers runs call and cast entries on reused goroutines. Each entry runs
+// alone on a goroutine while it runs, as rpcx runs each request, so a slow
+// handler delays no other entry; but that goroutine, and the stack it grew,
+// then takes the next entry instead of a new one growing its own. Entries
+// that only wait for a processor wait in a queue, a task each (see run).
 //
-// Entries that only wait for a processor wait in a queue, not each on a
-// goroutine of its own (see run): with 10,000 callers the server ran
-// calls and casts on 100 to 950 goroutines instead of 2,800 to 4,300, its
-// peak RSS 47-55 MB instead of 72-98 MB, at less CPU per entry (perf
-// harness, batch path alone, medians of 3 alternated runs on a busy
-// 2-core machine).
-//
-// As many goroutines are kept as the busiest moment of the last seconds
-// needed, up to maxIdleWorkers: a frame of a thousand entries starts a
-// thousand at once, and with fewer kept the next such frame made up the
-// difference anew (with 10,000 callers, a tenth of the CPU). Once a second
-// (trim, as goroutines park, and at the plugin's janitor's look) the need is
-// taken anew: the most goroutines busy at once since the last check, or
-// half the need before, whichever is more; parked goroutines beyond the
-// need, less those busy now, end, oldest first, and so does one parked
-// unused for idleWorkerTimeout. A burst so leaves its goroutines parked
-// for a moment, and they end over the next seconds, halving every second,
-// once the load is gone. All parked goroutines are released when the
-// plugin's last connection closes and by Plugin.Close, so an idle server
-// holds none.
-//
-// A worker under a heavy load (one that found entries queued after one it
-// ran) has its stack padded with a stackpad.SmallPad (4 KiB), not the
-// 8 KiB Pad of the client's lanes: a parked worker keeps its stack from
-// being shrunk at every collection and grown back by its next entry, at
-// half the memory. Measured side by side with 1,000 and 10,000 callers
-// (perf harness, medians of 4 runs): without a pad the server spent 0.8
-// to 1 µs more CPU per call or cast; with the 8 KiB pad its peak RSS with
-// 10,000 callers was 101-104 MB, with 4 KiB 72-75 MB, at the same CPU.
-//
-// A pond pool (what rpcx's server.WithPool makes, and what the plugin uses
-// when the server has one) in their place, with room for 16,384 workers,
-// was no cheaper: 11.7 against 9.8 CPU µs per call at 100 callers, 13.3
-// against 10.7 at 1,000 (BenchmarkCall's batch load, mean of 3 runs on a
-// busy 2-core machine), and it does not queue.
+// As many parked goroutines are kept as the busiest moment of the last
+// seconds needed (a frame of a thousand entries otherwise makes them
+// anew), up to maxIdleWorkers; the need halves each second once the load
+// is gone (trim), one unused for idleWorkerTimeout ends, and the last
+// connection's close and Plugin.Close end them all. A worker under a heavy
+// load pads its stack with a stackpad.SmallPad, half the lanes' Pad
+// (runPadded). A pond pool (server.WithPool's) in their place was no
+// cheaper, and does not queue.
 type workers struct {
 	// unstarted counts entries handed to a goroutine that has not yet
 	// begun to run them; queued is n, read without mu;
@@ -155,33 +126,15 @@ func (w *workers) waiting() int { return int(w.unstarted.Load() + w.queued.Load(
 // is free to take it up, else after the goroutine that takes it from the
 // queue has run what it runs now.
 //
-// A goroutine for every entry handed out, as rpcx starts one for every
-// request, gave every entry of every frame in flight (thousands with
-// 10,000 callers) a goroutine, and a stack, at once, only to wait for its
-// turn on two processors. A queued entry costs a task, not a stack. It is
-// taken up by a taker: a goroutine that was handed an entry and has not
-// yet begun it (it runs the queue after its own entry) or one between two
-// entries (it looks at the queue before it parks). An entry is queued only
-// while a taker exists, and a goroutine about to begin an entry that was
-// the last taker hands the next queued entry to a goroutine of its own
-// first (begin): so the queue is never left to goroutines that are all
-// inside entries. A handler that blocks thus never holds up a queued
-// entry, however many block: each still gets a goroutine of its own, as
-// with rpcx (at once a parked one while no more goroutines are busy than
-// there are processors, else after a yield, up to 8 at a time).
-//
-// How many goroutines that makes: those inside entries, plus a taker or
-// two. A goroutine inside an entry that only waits for a processor cannot
-// be told from one whose handler blocks, so what keeps the count low for
-// handlers that only compute is that they finish within a scheduling
-// round: the goroutine that begins as the last taker yields once, and a
-// goroutine done with its entry takes the queue meanwhile (with 1,000
-// goroutines parked by a burst of blocking calls, a storm of casts that
-// only count ran on 5 to 15 of them at once; under the race detector on a
-// machine at load 11, on 21 to 489). Handlers that compute for longer
-// than a round (or are held in a collection's assist) look blocked, and
-// the count then grows towards the entries in progress, bounded by the
-// lanes' windows, as for handlers that block.
+// A queued entry costs a task, not a stack. It is taken up by a taker: a
+// goroutine handed an entry and not yet begun (it runs the queue after its
+// own entry) or one between two entries (it looks at the queue before it
+// parks). An entry is queued only while a taker exists, and the last taker
+// hands the next queued entry on as it begins its own (begin), so a
+// handler that blocks never holds up a queued entry: each gets a goroutine
+// of its own, as with rpcx. Handlers that compute for longer than a
+// scheduling round look blocked too, and the goroutines then grow towards
+// the entries in progress, which the lanes' windows bound.
 func (w *workers) run(t task) {
 	w.mu.Lock()
 	if w.takers.Load() == 0 {
@@ -224,24 +177,16 @@ func (w *workers) handLocked(t task) {
 // begin counts the calling goroutine out of the takers as it begins an
 // entry; when it was the last, the next queued entry goes to a goroutine
 // of its own (see run): at once to a parked goroutine while no more
-// goroutines are busy than there are processors, which costs a wake-up
-// and no memory (a frame of a few entries so runs them side by side, as
-// before the queue); otherwise only after a yield.
+// goroutines are busy than there are processors (a wake-up, no memory, and
+// a frame of a few entries runs side by side), otherwise only after a
+// yield.
 //
 // The goroutines inside entries may only be waiting for a processor, or
-// for a lock one of them holds, and be takers again in a moment. The
-// caller yields to them, once; only if the queue still has no taker then
-// are they held up (by handlers that block), and a goroutine is handed
-// the entry. Making one at once made each goroutine that began behind a
-// busy lock (or a collection's assist) make another: hundreds where a few
-// ran the queue. Waking a parked one at once, however many were busy, did
-// the same with the goroutines parked: each woken one, beginning as the
-// last taker while the others were inside entries, woke the next. (At
-// the peak of 10,000 writers casting, perf harness on a busy 2-core
-// machine: server goroutines a median of 205 over 12 runs without the
-// yield first, 107 over 10 with it; 43 to 564 in single runs.) While no
-// more goroutines are busy than there are processors (the caller counted),
-// one may be free to run the entry, and waking costs no yield.
+// for a lock one of them holds, and be takers again in a moment: the
+// caller yields to them once, and hands the entry on only if the queue
+// still has no taker. Making or waking one at once, however many were
+// busy, made each goroutine that began behind a busy lock (or a
+// collection's assist) start another: hundreds where a few ran the queue.
 func (w *workers) begin() {
 	if w.takers.Add(-1) > 0 || w.queued.Load() == 0 {
 		return
@@ -279,224 +224,7 @@ func (w *workers) begin() {
 	w.mu.Unlock()
 }
 
-// pushLocked queues t.
-//
-// A slice appended at its end and taken from its front grew by every
-// entry that passed through it until it emptied, and under a storm of
-// casts it never did: at the peak of 10,000 writers casting, 168,000
-// tasks of room (9.4 MB, a fifth of the server's live heap) for the
-// 32,768 entries the two lanes' windows let wait at most.
-func (w *workers) pushLocked(t task) {
-	if w.n == len(w.queue) {
-		q := make([]task, max(minQueueCap, 2*len(w.queue)))
-		k := copy(q, w.queue[w.head:])
-		copy(q[k:], w.queue[:w.head])
-		w.queue, w.head = q, 0
-		w.mostQueue = max(w.mostQueue, len(q))
-	}
-	w.queue[(w.head+w.n)&(len(w.queue)-1)] = t
-	w.n++
-	w.queuePeak = max(w.queuePeak, w.n)
-	w.queued.Add(1)
-}
-
-// popLocked takes the first queued entry; the queue must not be empty.
-func (w *workers) popLocked() task {
-	t := w.queue[w.head]
-	w.queue[w.head] = task{}
-	w.head = (w.head + 1) & (len(w.queue) - 1)
-	w.n--
-	w.queued.Add(-1)
-	return t
-}
-
 // notePeakLocked records how many goroutines are busy now in the peak.
 func (w *workers) notePeakLocked() {
 	w.peak = max(w.peak, w.live-len(w.idle))
-}
-
-func (w *workers) loop(t task) {
-	ch := make(chan task, 1)
-	var fc fastcodec.Codec
-	if next, heavy := w.runLight(t, ch, &fc); heavy {
-		w.runPadded(next, ch, &fc)
-	}
-}
-
-// heavyRun is how many queued entries a worker runs back to back, between
-// two parks, before it counts its load as heavy and pads its stack: a
-// moment's backlog (a collection, a burst) is not a heavy load.
-const heavyRun = 64
-
-// runLight runs the entries handed to the worker, and those queued after
-// them, on a stack of its own size, until the worker ends (false) or has
-// run heavyRun queued entries back to back (true, with the next one): the
-// load is heavy then, and the worker goes on padded (runPadded). A worker
-// of a light load parks after an entry or a few, and the collector may
-// shrink its stack: with 300 light clients on a server the pad was a
-// megabyte of stacks, a third of what the server held beyond plain rpcx.
-func (w *workers) runLight(t task, ch chan task, fc *fastcodec.Codec) (task, bool) {
-	for ok := true; ok; {
-		w.unstarted.Add(-1)
-		run := 0
-		for more := true; more; t, more = w.next() {
-			if run == heavyRun {
-				return t, true
-			}
-			run++
-			w.begin()
-			t.run(fc)
-		}
-		if !w.park(ch) {
-			break
-		}
-		t, ok = <-ch
-	}
-	return task{}, false
-}
-
-// runPadded is the worker under a heavy load: t, taken from the queue,
-// first, then queued entries until none is left (the stack is warm, and
-// no hand-off), then parked, for the rest of the worker's life, with its
-// stack padded (see workers).
-func (w *workers) runPadded(t task, ch chan task, fc *fastcodec.Codec) {
-	var pad stackpad.SmallPad
-	stackpad.TouchSmall(&pad)
-	defer stackpad.TouchSmall(&pad)
-	for handed := false; ; handed = true {
-		if handed {
-			w.unstarted.Add(-1)
-		}
-		for more := true; more; t, more = w.next() {
-			w.begin()
-			t.run(fc)
-		}
-		if !w.park(ch) {
-			return
-		}
-		var ok bool
-		if t, ok = <-ch; !ok {
-			return
-		}
-	}
-}
-
-// next takes the first queued entry for the calling goroutine, done with
-// its entry, if there is one.
-func (w *workers) next() (task, bool) {
-	w.takers.Add(1)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.n > 0 {
-		w.stalls = 0
-		return w.popLocked(), true
-	}
-	// Out of the takers under mu: a dispatcher queuing from here on sees
-	// it, and hands its entry to a goroutine when none is left.
-	w.takers.Add(-1)
-	return task{}, false
-}
-
-// park puts the calling goroutine on the idle list, or reports false when
-// it should end instead.
-//
-// The clock is read at every checkEvery-th park only (time.Now was 2 % of
-// the server's CPU at 1,000 callers, one read per entry): a goroutine is
-// stamped with the time of the last trim, which parks under load and the
-// janitor's looks when quiet keep within a second or so, so the idle
-// timeout counts from a little before it parked.
-func (w *workers) park(ch chan task) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed || len(w.idle) >= maxIdleWorkers {
-		w.live--
-		return false
-	}
-	w.parks++
-	if w.parks%checkEvery == 0 || w.lastTrim.IsZero() {
-		if now := time.Now(); now.Sub(w.lastTrim) >= trimEvery {
-			w.trimLocked(now)
-		}
-	}
-	w.idle = append(w.idle, idleWorker{ch: ch, parked: w.lastTrim})
-	if w.parked != nil {
-		w.parked()
-	}
-	return true
-}
-
-// trim ends the goroutines parked unused for idleWorkerTimeout, and those
-// beyond the recent need.
-func (w *workers) trim(now time.Time) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.trimLocked(now)
-}
-
-// trimDue trims unless a trim ran less than trimEvery ago (parks trim
-// too, under load): the janitor's look, once a second.
-func (w *workers) trimDue(now time.Time) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if now.Sub(w.lastTrim) >= trimEvery*9/10 {
-		w.trimLocked(now)
-	}
-}
-
-func (w *workers) trimLocked(now time.Time) {
-	w.lastTrim = now
-	w.procs = runtime.GOMAXPROCS(0)
-	// A large queue is let go once empty, but only when the last second
-	// needed no more than a quarter of it: under a steady load that empties
-	// it between bursts it was otherwise grown anew, by doublings from
-	// minQueueCap, every second (~15 bytes per entry served).
-	if w.n == 0 && len(w.queue) > keptQueueCap && w.queuePeak <= len(w.queue)/4 {
-		w.queue, w.head = nil, 0
-	}
-	w.queuePeak = w.n
-	busy := w.live - len(w.idle)
-	w.need = max(w.peak, w.need/2)
-	w.peak = busy
-	// Those busy now park again when done: the need counts them.
-	excess := len(w.idle) - max(w.need-busy, 0)
-	old := 0
-	for old < len(w.idle) && (old < excess || now.Sub(w.idle[old].parked) >= idleWorkerTimeout) {
-		close(w.idle[old].ch)
-		old++
-	}
-	w.live -= old
-	if old > 0 {
-		n := copy(w.idle, w.idle[old:])
-		clear(w.idle[n:])
-		w.idle = w.idle[:n]
-	}
-}
-
-// release ends every parked goroutine; with closed set, later entries still
-// run but their goroutines end afterwards instead of parking.
-func (w *workers) release(closed bool) {
-	w.mu.Lock()
-	idle := w.idle
-	w.idle = nil
-	w.live -= len(idle)
-	w.peak, w.need = w.live, 0
-	w.closed = w.closed || closed
-	w.mu.Unlock()
-	for _, iw := range idle {
-		close(iw.ch)
-	}
-}
-
-// busy reports entries running or queued.
-func (w *workers) busy() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.live > len(w.idle) || w.n > 0
-}
-
-// idleCount is the number of parked goroutines.
-func (w *workers) idleCount() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.idle)
 }

@@ -10,20 +10,15 @@ import (
 // The byte window. Besides the entries a lane may have unfinished on the
 // server (Handshake.Window), a server may bound the bytes of batch frames a
 // lane makes it hold: a frame's bytes (its rpcx payload, uncompressed) are
-// held from the moment the frame arrives until the last of its entries has
-// finished, since the entries alias the frame. The window is agreed in
-// metadata, not in the encoded handshake, so that servers and clients
-// without it still understand each other:
-//
-//   - A client that keeps within a byte window says so in its handshake
-//     request (MetaByteCredits).
-//   - The server grants the window in its handshake response
-//     (MetaWindowBytes). A response without it grants none: the lane then
-//     bounds only entries, as before.
-//   - To a client that said it keeps within a byte window, the server
-//     hands bytes back in its credit messages (AppendCreditBytes), written
-//     in the same write as the replies that finished the frames. Other
-//     clients get the three-field credit message they know.
+// held from its arrival until the last of its entries has finished, since
+// the entries alias the frame. It is agreed in metadata, not in the encoded
+// handshake, so that servers and clients without it still understand each
+// other: a client that keeps within a byte window says so in its handshake
+// request (MetaByteCredits); the server grants the window in its response
+// (MetaWindowBytes; without it the lane bounds only entries); and to such
+// a client the server hands bytes back in its credit messages
+// (AppendCreditBytes), in the same write as the replies that finished the
+// frames. Other clients get the three-field credit message they know.
 
 // MetaByteCredits, in a handshake request's metadata, says that the lane
 // keeps within the byte window the server grants and reads credit messages

@@ -15,7 +15,7 @@ import (
 )
 
 // updateGolden rewrites the golden files from today's encoders. Run it
-// only for a change the compatibility rule allows (see the package doc),
+// only for a change the compatibility rule allows (docs/wire.md),
 // and never to make a failing TestWireGolden pass.
 var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/wire from today's encoders")
 
@@ -263,7 +263,7 @@ func goldenMessages() []goldenMessage {
 // today's encoder writes it byte for byte (metadata, which Go's maps put
 // in any order, compared as a set of pairs). Clients and servers of
 // different releases meet during every rolling upgrade: a failure here
-// is a break of the wire format (see the package doc for what a change
+// is a break of the wire format (docs/wire.md says what a change
 // must keep).
 func TestWireGolden(t *testing.T) {
 	for _, g := range goldenMessages() {

@@ -11,8 +11,8 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/internal/mpack"
 )
 
-// Frames are written with internal/mpack, the module's one msgpack writer
-// (the payload codec's compiled plans use it too), and read by the reader
+// Frames are written with internal/mpack (the payload codec's compiled
+// plans use it too), and read by the reader
 // below: the small subset the frames use (unsigned and signed integers,
 // strings, binaries, maps and arrays), without reflection, every read
 // bounds checked.

@@ -18,23 +18,13 @@ import (
 // concurrent use.
 //
 // Every operation is done with its arguments (and the rpcx request
-// metadata in ctx) when it returns, so the caller may change or reuse them
-// at once: before anything is handed to a remote node, or to the local
-// node on a goroutine of its own (casts, fan-outs), the operation encodes
-// args with the Caller's codec (its SerializeType method, msgpack for a
-// Caller without one) and decodes the bytes into a copy of args's type,
-// which is what the nodes get. Arguments that cannot be encoded, or whose
-// encoding does not decode back into their type, fail the operation with
-// ErrEncode before any node runs anything. The local node tried first by
-// CallOne and CallAny runs on the caller's goroutine and gets args (and
-// ctx) themselves; the copy the other nodes get is taken before it runs,
-// so what its handler changes does not reach them.
-//
-// The goroutines a Group starts (casts, and per-node calls run on a
-// goroutine of their own) belong to it: Close ends their contexts and
-// waits for them. Casts in flight are bounded (WithMaxCastsInFlight): a
-// cast beyond the bound waits, within its caller's context, for one to
-// end.
+// metadata in ctx) when it returns: the nodes get a copy, encoded with the
+// Caller's codec (its SerializeType, else msgpack) and decoded into args's
+// type on the caller's goroutine (ErrEncode when that fails, before any
+// node runs anything); the local node tried first by CallOne and CallAny
+// gets args and ctx themselves, after that copy is taken (docs/group.md).
+// Close ends the contexts of the goroutines a Group starts and waits for
+// them; casts in flight are bounded (WithMaxCastsInFlight).
 type Group struct {
 	caller Caller
 	local  *local // nil: no local node

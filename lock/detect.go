@@ -7,31 +7,18 @@ import (
 )
 
 // Deadlock detection, elock's way: only a request that must wait pays for
-// it. When a request queues while its holder holds something, a walk
-// starts from it: it follows wait-for edges (see blockersOf: a queue is
-// walked as a chain of writers, a reader waits for the writer ahead of it)
-// on this node, and hops to the other nodes with one cast per node and
-// step: to a blocker's home node, which sends it on to the nodes its
-// request waits on. A multi-node request asks its first node (in the
-// cluster-wide order, see LockOn) alone and the others once it is granted
-// there, telling them that its holder holds something, so they walk at
-// once if they make it wait. A walk that reaches a holder of another node
-// goes on through that holder's node, which ends the branch when the
-// holder has released the key already (its release lingers, or is on its
-// way) or the request that took or waits for it has failed (its Abort is
-// on its way): that wait ends by itself (stalehold.go). The queued
-// requests of another node's holder are expanded only when that node
-// sends the walk on (ProbeArgs.Since), never by the node they wait on
-// alone: a request its holder gave up on still waits there until its
-// Abort arrives. A walk that comes back to the request it started from
-// has found a cycle once that request is confirmed to still wait (cycle),
-// and the youngest holder on the cycle loses: its queued request fails
-// with ErrDeadlock; it keeps what it held before. A branch of a walk with
-// more than ProbeLimit locks on it fails the starting request with
-// ErrProbeLimit. A request that
-// keeps waiting while its holder holds something walks again after
-// ProbeInterval, doubling up to 16 times it, which finds cycles that
-// formed after its first walk.
+// it (docs/locks.md). When a request queues while its holder holds
+// something, a walk follows wait-for edges from it (blockersOf) on this
+// node, and hops to the other nodes with one cast per node and step: to a
+// blocker's home node, which sends it on to the nodes its request waits
+// on. An edge to another node's holder whose release or Abort is on its
+// way ends by itself and is no edge (stalehold.go); another node's queued
+// requests are expanded only when that node sends the walk on
+// (ProbeArgs.Since). A walk back at its start has found a cycle once that
+// request is confirmed to still wait (cycle): the youngest holder on it
+// loses (ErrDeadlock). A branch past ProbeLimit locks fails the request
+// with ErrProbeLimit. A request still waiting walks again after
+// ProbeInterval, doubling up to 16 times it, for cycles formed since.
 
 // Hop is one queued request on a walk's path.
 type Hop struct {

@@ -14,17 +14,13 @@ import (
 // sooner than NodeTimeout after it received its last call from here
 // (heard.go), so the lease runs out first, by the margin.
 //
-// A reply extends the lease only while it runs: a reply that comes after
-// it ran out may have been received there after the holders' locks were
-// dropped. Then the lease has ended for good: every holder that holds
-// locks on that node is told (Holder.Lost, its Context's cause wraps
-// ErrLockLost, its requests fail with it), and the next reply starts a
-// new lease, its epoch one more, for the locks granted from then on. A
-// request granted in an epoch that ended before its keys were recorded
-// fails (LockOn).
-//
-// A Ping reply that shows the node closed (incarnation 0) or restarted (a
-// new incarnation) ends the lease at once: that node forgot its locks.
+// A reply that comes after the lease ran out may have been received there
+// after the locks were dropped: the lease has ended for good, every holder
+// with locks on that node is told (Holder.Lost, ErrLockLost), and the next
+// reply starts a new lease, its epoch one more; a request granted in an
+// epoch that ended before its keys were recorded fails (LockOn). A Ping
+// reply that shows the node closed or restarted (a new incarnation) ends
+// the lease at once: that node forgot its locks.
 
 // lease is this node's holders' lease on one other node.
 type lease struct {

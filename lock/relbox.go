@@ -14,12 +14,10 @@ import (
 // while no request there succeeds in between.
 //
 // Every key in the box was released after the holder's last request to
-// that node was sent (its epoch): the next request there carries the
-// holder's releases (AcquireArgs.Released) and empties the box (carried),
-// and if that request fails the holder puts them back (Holder.resend).
-// So no request to that node lies between the releases of the keys in the
-// box, and one Release with the latest of their Seqs gives back each of
-// them exactly as its own would have.
+// that node was sent: the next request there carries the releases
+// (AcquireArgs.Released) and empties the box (carried), and if it fails
+// the holder puts them back (Holder.resend). So one Release with the
+// latest of their Seqs gives back each key exactly as its own would have.
 type relBox struct {
 	owner OwnerID
 	// entry is the box's place in the outbox's queue; the sender makes

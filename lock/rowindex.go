@@ -3,15 +3,12 @@ package lock
 // rowIndex is a shard's rows by key: an open-addressing table with linear
 // probing whose slots hold the key's hash beside the row.
 //
-// It replaces a Go map for the cache's sake. With 20,000 holders the
-// table's memory is out of the cache by the time a key comes back, and a
-// map lookup walked from the map's header to its table, its group's
-// control word, the slot's key and the key's bytes before it reached the
-// row: the lookups were 0.45 s of a design-1 node's 3.7 s (perf/locks,
-// CPU profile). Here a lookup reads one line of slots (the hashes tell a
-// different key apart without touching it) and, for a key that is there,
-// the row, which the caller reads anyway, and the key's bytes to confirm
-// it.
+// It replaces a Go map for the cache's sake: with many holders the table
+// is out of the cache by the time a key comes back, and a map lookup
+// walked from the map's header to its table, its group's control word, the
+// slot's key and the key's bytes before it reached the row. Here a lookup
+// reads one line of slots (the hashes tell a different key apart without
+// touching it) and, for a key that is there, the row and the key's bytes.
 //
 // Deleting shifts the following slots back (no tombstones), so a probe
 // ends at the first empty slot. The table doubles past half full and

@@ -1,22 +1,18 @@
 package lock
 
-// Edges of a deadlock walk that end by themselves (issue 15). A holder's
-// release of a key it holds on another node is immediate on its own
-// node, and reaches the other node later: it lingers (Config.
-// ReleaseLinger) to ride the holder's next request there, or is on its
-// way. Meanwhile that node still shows the hold, and a request there
-// waits for it. That wait ends by itself, when the release arrives, so a
-// deadlock walk must not count it as an edge. Likewise a request of the
-// holder's that failed: what it took there, or its place in a queue
-// there, goes when its Abort arrives. So the walk that reaches a holder
+// Edges of a deadlock walk that end by themselves. A holder's release of a
+// key it holds on another node is immediate on its own node and reaches
+// the other node later (it lingers, Config.ReleaseLinger, or is on its
+// way); meanwhile a request there waits for the hold, a wait that ends by
+// itself and so is no edge. Likewise what a failed request of the holder's
+// took there, until its Abort arrives. So the walk that reaches a holder
 // of another node asks the holder's node (ProbeArgs.Held), which knows
 // what the holder holds there now and which of its requests still runs,
-// and the branch ends there when the edge is gone by the holder's own
-// account.
+// and the branch ends there when the edge is gone by the holder's account.
 //
-// The walk reads the holder's account while the holder's request runs,
-// so it has a mutex of its own (Holder.viewMu), not the request mutex:
-// the holder takes both to change it, the walk only viewMu.
+// The walk reads that account while the holder's request runs, so it has a
+// mutex of its own (Holder.viewMu): the holder takes both to change it,
+// the walk only viewMu.
 
 // mayBlockOn reports whether h, by its own account, may still block a
 // request for key on node nd by what its request seq (or an earlier one)

@@ -1,7 +1,6 @@
 package lock
 
 import (
-	"context"
 	"fmt"
 	"hash/maphash"
 	"sync"
@@ -75,32 +74,6 @@ type row struct {
 	// key and hash name the row in its shard's index.
 	key  string
 	hash uint64
-}
-
-// manager is the queue of a contended key, in ticket order. It exists only
-// while somebody waits; whichever goroutine releases the key or withdraws
-// from it makes the grants, under the shard mutex.
-type manager struct {
-	queue []*waiter
-}
-
-// waiter is one queued request for one key.
-type waiter struct {
-	o      *owner
-	key    string
-	mode   Mode
-	ticket uint64
-	// id names the request on this node for good: a deadlock verdict
-	// names it (Hop.Wait), and a row's tickets start again at 1 once its
-	// key is free, so owner, key and ticket may name a later request.
-	id uint64
-	// seq is the owner's request it belongs to: a walk that comes from
-	// a remote holder's node expands only its request in progress
-	// (ProbeArgs.Since).
-	seq  uint64
-	done chan error // buffered; receives the verdict exactly once
-	// settled is set, under the shard mutex, when the verdict was sent.
-	settled bool
 }
 
 func newTable() *table {
@@ -180,128 +153,6 @@ func (t *table) tryTake(o *owner, key string, mode Mode, seq uint64) *waiter {
 	return w
 }
 
-// wait waits for w's verdict. When ctx or the owner ends first, the request
-// is withdrawn; if it was granted in the meantime the grant is given back.
-func (t *table) wait(ctx context.Context, w *waiter) error {
-	var err error
-	select {
-	case err = <-w.done:
-	case <-ctx.Done():
-		err = t.settle(w, ctx.Err())
-	case <-w.o.done:
-		err = t.settle(w, ErrClosed)
-	}
-	t.unindex(w)
-	return err
-}
-
-// settle ends w with err unless it already has a verdict, and returns the
-// verdict w ends with. A granted waiter being settled by its own goroutine
-// (ctx ended at the same moment) gives the grant back.
-func (t *table) settle(w *waiter, err error) error {
-	s, h := t.shard(w.key)
-	s.mu.Lock()
-	if !w.settled {
-		t.dequeueLocked(s, h, w)
-		w.settled = true
-		s.mu.Unlock()
-		return err
-	}
-	s.mu.Unlock()
-	v := <-w.done
-	if v == nil {
-		t.release(w.o, w.key)
-		return err
-	}
-	return v
-}
-
-// fail ends w with err (a deadlock verdict) if it still waits. It reports
-// whether it did.
-func (t *table) fail(w *waiter, err error) bool {
-	s, h := t.shard(w.key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if w.settled {
-		return false
-	}
-	t.dequeueLocked(s, h, w)
-	w.settled = true
-	w.done <- err
-	return true
-}
-
-func (t *table) unindex(w *waiter) {
-	t.wmu.Lock()
-	ws := t.waits[w.o.id]
-	for i, x := range ws {
-		if x == w {
-			ws[i] = ws[len(ws)-1]
-			ws[len(ws)-1] = nil
-			ws = ws[:len(ws)-1]
-			break
-		}
-	}
-	if len(ws) == 0 {
-		delete(t.waits, w.o.id)
-	} else {
-		t.waits[w.o.id] = ws
-	}
-	t.wmu.Unlock()
-}
-
-// dequeueLocked takes w out of its row's queue and grants whoever that
-// unblocks (a writer that withdraws can let the readers behind it in).
-func (t *table) dequeueLocked(s *shard, h uint64, w *waiter) {
-	r := s.rows.get(h, w.key)
-	if r == nil || r.mgr == nil {
-		return
-	}
-	q := r.mgr.queue
-	for i, x := range q {
-		if x == w {
-			copy(q[i:], q[i+1:])
-			q[len(q)-1] = nil
-			r.mgr.queue = q[:len(q)-1]
-			break
-		}
-	}
-	t.grantLocked(s, r)
-}
-
-// grantLocked grants the head of r's queue as far as modes allow, in
-// ticket order, and deletes the row when nobody holds or wants it.
-func (t *table) grantLocked(s *shard, r *row) {
-	if r.mgr != nil {
-		q := r.mgr.queue
-		n := 0
-		for n < len(q) {
-			w := q[n]
-			if len(r.owners) == 0 {
-				r.mode = w.mode
-			} else if r.mode != Shared || w.mode != Shared {
-				break
-			}
-			r.owners = append(r.owners, w.o)
-			w.settled = true
-			w.done <- nil
-			q[n] = nil
-			n++
-		}
-		if n == len(q) {
-			r.mgr = nil
-		} else {
-			r.mgr.queue = q[n:]
-		}
-	}
-	if len(r.owners) == 0 && r.mgr == nil {
-		s.rows.del(r)
-		r.owners = r.owners[:0]
-		r.key = ""
-		rowPool.Put(r)
-	}
-}
-
 // release gives back o's hold on key; it reports whether anybody waited
 // for key.
 func (t *table) release(o *owner, key string) (waited bool) {
@@ -341,84 +192,6 @@ func (t *table) upgrade(o *owner, key string) error {
 	}
 	r.mode = Exclusive
 	return nil
-}
-
-// blockersOf returns whom queued request w waits for: nobody once it
-// has its verdict (granted, failed or withdrawn; it leaves the index of
-// waits only when its goroutine wakes, so a walk can still find it). A
-// Shared request waits for the nearest Exclusive request queued ahead of
-// it when there is one (which waits for the holders in turn), else for
-// the holders: it is granted together with the Shared requests around
-// it, so it does not wait for them, and a long run of readers costs a
-// walk one step each. An Exclusive request waits for the
-// holders and for the request just ahead of it, or for the whole run of
-// Shared requests just ahead (they are granted together).
-func (t *table) blockersOf(w *waiter) []*owner {
-	s, h := t.shard(w.key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.rows.get(h, w.key)
-	if r == nil || w.settled {
-		// A granted request's holders include its own: read as its
-		// blockers, they made a walk from it a cycle of one.
-		return nil
-	}
-	ticket, mode := w.ticket, w.mode
-	var ahead []*waiter
-	if r.mgr != nil {
-		q := r.mgr.queue
-		n := 0
-		for n < len(q) && q[n].ticket < ticket {
-			n++
-		}
-		ahead = q[:n]
-	}
-	if mode == Shared {
-		for i := len(ahead) - 1; i >= 0; i-- {
-			if ahead[i].mode == Exclusive {
-				return []*owner{ahead[i].o}
-			}
-		}
-		return append([]*owner(nil), r.owners...)
-	}
-	out := append([]*owner(nil), r.owners...)
-	for i := len(ahead) - 1; i >= 0; i-- {
-		if ahead[i].mode == Exclusive {
-			if i == len(ahead)-1 {
-				out = append(out, ahead[i].o)
-			}
-			break
-		}
-		out = append(out, ahead[i].o)
-	}
-	return out
-}
-
-// waiting reports whether o's queued request wait (waiter.id) still
-// waits here: queued, with no verdict yet.
-func (t *table) waiting(id OwnerID, wait uint64) bool {
-	var w *waiter
-	t.wmu.Lock()
-	for _, x := range t.waits[id] {
-		if x.id == wait {
-			w = x
-		}
-	}
-	t.wmu.Unlock()
-	if w == nil {
-		return false
-	}
-	s, _ := t.shard(w.key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return !w.settled
-}
-
-// waitsOf returns o's queued requests on this node.
-func (t *table) waitsOf(id OwnerID) []*waiter {
-	t.wmu.Lock()
-	defer t.wmu.Unlock()
-	return append([]*waiter(nil), t.waits[id]...)
 }
 
 // snapshot reports, for tests, the mode and holder count of key.

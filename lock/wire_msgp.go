@@ -11,8 +11,8 @@ import (
 // reflection): a map of field name to value, the bytes vmihailenco's
 // msgpack writes for the same struct, so either side may be the other.
 // Every two-node lock sends an AcquireArgs and a ReleaseArgs and gets an
-// AcquireReply and an Ack back; msgpack's reflection was a tenth of a
-// node's CPU time in design 1 (perf/locks).
+// AcquireReply and an Ack back, so msgpack's reflection on them showed in
+// a node's CPU profile (perf/locks).
 
 var (
 	_ msgp.Marshaler   = (*AcquireArgs)(nil)

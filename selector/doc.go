@@ -3,21 +3,13 @@
 // per call.
 //
 // LocalFirst and RandomOrder work with any rpcx XClient, plain or drop-in,
-// through SetSelector:
-//
-//	xc.SetSelector(selector.NewLocalFirst("127.0.0.1:8972"))
-//
-// rpcx asks a selector for one server per attempt. Under the Failover or
-// Failtry fail modes an XClient retries with the same context, so a context
-// made by Track (or WithPolicy, which tracks too) lets these selectors visit
-// each server at most once per call, in policy order: the local server
-// first, then the others in random order, as ecall's call_one does.
-//
-// WithPolicy and PolicyFrom carry a group policy in a context; the wrapper
-// XClient of package group reads it, so an existing call site switches
-// policy by changing only its context:
+// through SetSelector (xc.SetSelector(selector.NewLocalFirst(addr))); with
+// a context made by Track or WithPolicy they visit each server at most
+// once per call across the retries of the Failover and Failtry fail modes
+// (LocalFirst: the local server first, then the others in random order, as
+// ecall's call_one does). WithPolicy carries a group policy in a context,
+// which package group's XClient wrapper reads, so an existing call site
+// switches policy by its context alone:
 //
 //	err := xc.Call(selector.WithPolicy(ctx, selector.CallAll), "Mul", args, &results)
-//
-// The package starts no goroutines.
 package selector

@@ -1,11 +1,14 @@
-// Package doccheck holds the test that keeps the project's documentation
-// linked: every relative link in README.md and docs/*.md must name a file
-// or directory of the repository, and every #anchor a heading of the page
-// it points into (GitHub's anchors: the heading's text in lower case,
-// punctuation dropped, spaces turned into hyphens, repeats numbered -1,
-// -2 and so on).
+// Package doccheck holds the tests that keep the project's documentation
+// true to the repository: every relative link in README.md and docs/*.md
+// names a file or directory of the repository, and every #anchor a
+// heading of the page it points into (GitHub's anchors: the heading's text
+// in lower case, punctuation dropped, spaces turned into hyphens, repeats
+// numbered -1, -2 and so on); and docs/architecture.md's Layout table has
+// a row for every package of the module, and no other, whose third column
+// allows every import of the module's own packages the package makes
+// outside its tests.
 //
-// It has no code outside its test; `go test ./internal/doccheck/` (part of
-// `make test`) runs the check and names each link that does not resolve.
-// It starts no goroutines.
+// It has no code outside its tests; `go test ./internal/doccheck/` (part
+// of `make test`) runs the checks and names each difference. It starts no
+// goroutines.
 package doccheck

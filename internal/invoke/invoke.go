@@ -96,19 +96,16 @@ var (
 // and the receiver to pass it, or nil when m's signature does not allow it.
 //
 // reflect.Value.Call builds an argument frame, allocates the result slice
-// and boxes the error on every call; for a small handler that was a
-// twentieth of the server's CPU per entry. But the rpcx signature most
-// services use, func(ctx context.Context, args *A, reply *R) error on a
-// receiver (or as a registered function), differs from
-// func(unsafe.Pointer, context.Context, unsafe.Pointer, unsafe.Pointer) error
-// only in the pointers' element types, and Go passes every pointer the
-// same way whatever it points to: reinterpreting the func value as that
-// type calls the same code with the same registers and stack. A receiver
-// held by value is called through its pointer method set (the method Go
-// generates for *T, which copies the value, as a call on the value does),
-// on a copy made here that nothing changes. Every other shape (an argument
-// taken by value, a context parameter of a concrete type) keeps the
-// reflect call.
+// and boxes the error on every call, a cost a small handler's entry feels.
+// But the rpcx signature most services use, func(ctx context.Context, args
+// *A, reply *R) error on a receiver (or as a registered function), differs
+// from func(unsafe.Pointer, context.Context, unsafe.Pointer, unsafe.Pointer)
+// error only in the pointers' element types, which Go passes alike: the
+// func value reinterpreted as that type calls the same code the same way.
+// A receiver held by value is called through its pointer method set (which
+// copies the value, as a call on the value does), on a copy made here that
+// nothing changes. Every other shape (an argument taken by value, a
+// context parameter of a concrete type) keeps the reflect call.
 func direct(m *Method) (func(unsafe.Pointer, context.Context, unsafe.Pointer, unsafe.Pointer) error, unsafe.Pointer) {
 	if m.argType.Kind() != reflect.Pointer || m.replyType.Kind() != reflect.Pointer || !m.ctxIface {
 		return nil, nil

@@ -9,13 +9,7 @@
 // the reply decoded into a copy), used by batchclient's plain calls,
 // group's PlainCaller and lock's PlainTransport.
 //
-// # Goroutines
-//
-//	goroutine       started by              stopped by                waited for by
-//	Slot dial, at   Slot.Use, when the      its connect returning;    Slot.Close (wg),
-//	most one per    client is missing or    Slot.Close cancels its    and the callers of
-//	slot            broken and none runs    context                   Use within their ctx
-//
-// The rpcx clients a slot holds run rpcx's own goroutines; Slot.Close,
-// CloseIdle and Retire close those clients.
+// A Slot's dial runs on a goroutine that Slot.Close cancels and waits for
+// (docs/architecture.md); the rpcx clients a slot holds run rpcx's own
+// goroutines, which Slot.Close, CloseIdle and Retire end.
 package plainconn

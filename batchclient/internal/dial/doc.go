@@ -5,13 +5,6 @@
 // plain rpcx server answers with "can't find service"
 // (ErrNoBatchService). A Dialer gets the client's options as values.
 //
-// # Goroutines
-//
-//	goroutine         started by        stopped by                  waited for by
-//	stop watcher,     Dialer.Dial       Dial returning, or stop     nobody: it ends
-//	one per Dial                        closing (it cancels the     with Dial
-//	                                    dial's context)
-//
-// The handshake's interruption is a context.AfterFunc that sets a past
-// deadline on the connection; Dial stops it before it returns.
+// A Dial's stop watcher and handshake interruption end with the Dial
+// (docs/architecture.md).
 package dial

@@ -8,29 +8,20 @@ import (
 	"time"
 )
 
-// Flat combining: a caller of Call that finds its lane quiet writes its
-// own frame. The writer goroutine is the lane's path to the socket while
-// there is traffic; but a call made when nothing is queued, the writer is
-// idle and no other caller is on its way would only hand its entry to the
-// writer and wait for it to run, a goroutine hand-off that plain rpcx,
-// whose caller writes its own request, does not pay. "Nobody else" is
-// strict: no entry of the lane is unanswered either, since callers with
-// calls in flight come back with their next ones, which the writer
-// batches (and a frame of one entry costs its envelope's bytes, which a
-// frame of several shares). Such a caller takes
-// the socket (Lane.wbusy: one owner at any moment, the writer or one
-// caller), writes one frame holding its entry and whatever else was
-// queued by then, exactly as the writer would, and lets go. Under load
-// the queue is seldom empty, or callers are on their way (woken with a
-// reply, or between admission and the queue): the writer batches them as
-// before.
+// Flat combining: a caller of Call that finds its lane quiet (nothing
+// queued or unanswered, the writer idle, no other caller on its way)
+// writes its own frame, as plain rpcx's caller writes its own request,
+// instead of handing its entry to the writer goroutine and waiting for it
+// to run. It takes the socket (Lane.wbusy: one owner at any moment, the
+// writer or one caller), writes one frame holding its entry and whatever
+// was queued by then, exactly as the writer would, and lets go. With calls
+// in flight the writer takes the next ones, so frames stay large.
 //
 // A caller's write is one attempt bounded by combineWriteBound (or its
 // context's deadline, if sooner): a socket that does not take the frame
 // at once is a busy or frozen peer, and the caller must not hang on it.
-// What is left of the frame goes to the writer goroutine (writerState.rest),
-// which writes it before anything else, under the heartbeat's judgement
-// of a frozen peer as for its own frames.
+// The rest of the frame goes to the writer goroutine (writerState.rest),
+// which writes it first, under the heartbeat's judgement of a frozen peer.
 
 // combining says whether lanes made from now on let their callers write
 // their own frames; on unless a test turned it off (SetCombining).

@@ -119,8 +119,8 @@ func encodeArgs(fc *fastcodec.Codec, dst []byte, cd fastcodec.Resolved, args any
 // needs, the less there is for the collector to shrink and the next call
 // to grow back. Whether the serialize type has a codec is the writer's
 // question too (encodeDeferred: ErrUnsupportedCodec): asked here, it was
-// the deepest point of the caller's stack on every call, cold by then
-// with 10,000 callers (the map lookup was 4 % of the client's CPU).
+// the deepest point of the caller's stack on every call, and a map lookup
+// cold in the cache with many callers.
 func (l *Lane) newDeferredEntry(ctx context.Context, path, method string, args any, st bool) (*entry, error) {
 	e := getCallEntry()
 	e.deferred, e.args = true, args

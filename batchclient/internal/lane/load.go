@@ -5,36 +5,19 @@ import (
 	"time"
 )
 
-// How loaded a lane is: what its peer reads to open another lane when this
-// one cannot keep up, and to retire one when the pool has more than its
-// load needs (batchclient's lane sizing).
-//
-// A lane's serial parts are its socket's owner (the writer goroutine, or
-// a caller writing its own frame), which takes entries, encodes the
-// arguments and writes, and on the server the connection's reader and
-// reply writer, which do as much work per frame. The lane is saturated
-// when one of them is the bottleneck, or is about to be:
+// How loaded a lane is, for its peer's lane sizing (docs/lanes.md). A
+// lane's serial parts are its socket's owner and, on the server, the
+// connection's reader and reply writer; the lane is saturated, reported
+// on Config.Saturated without blocking, when one of them is the
+// bottleneck or is about to be:
 //
 //   - its frames carried ShareEntries entries or more on average over a
-//     window of loadWindow (and at least loadFrames frames): the lane
-//     batches so much that two lanes would still batch well, and would
-//     share the serial work of both sides. Measured on 2 cores with the
-//     perf harness (docs/lanes.md), two fixed lanes carried 2-53 % more
-//     calls and casts than one at 100 and 1,000 closed-loop callers, and
-//     14-22 % fewer at 10, whose frames carry a few entries; a light
-//     client's frames carry one or two;
-//   - or the socket's owner was busy for at least saturatedBusy of the
-//     window, writing frames of saturatedEntries entries or
-//     saturatedBytes bytes on average: the client's serial part is near
-//     its limit with batches to share (large payloads: few entries a
-//     frame, many bytes). A lane of one or two small entries a frame is
-//     not short of lanes but of callers, and a machine short of CPU
-//     stretches a light lane's writes too;
+//     window of loadWindow (and at least loadFrames frames): two lanes
+//     would still batch well, and share the serial work of both sides;
+//   - or the socket's owner was busy for saturatedBusy of the window, with
+//     frames of saturatedEntries entries or saturatedBytes bytes on average;
 //   - or the writer had entries queued that the server's window would not
-//     let it write (unfinished entries at the window, or the byte window
-//     full): the server holds as much of this lane as it takes.
-//
-// Each is reported on Config.Saturated, without blocking.
+//     let it write: the server holds as much of this lane as it takes.
 
 // loadWindow is the shortest span a lane's frames are judged over, and
 // loadFrames the fewest frames.

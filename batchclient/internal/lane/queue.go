@@ -10,27 +10,17 @@ import (
 // The lane's queue: callers admit and enqueue entries, the writer takes
 // them (take) and gives places back as the server answers (release).
 //
-// Admission to a lane's queue keeps what callers hold, encoded, within the
-// queue's limits (QueueEntries, QueueBytes), under both overflow policies:
-//
-//   - admit gives a caller a place and reserves bytes for the entry it is
-//     about to encode (its size when known: encoded before, or a payload
-//     passed as it is, see knownSize; else the size of the entry last
-//     queued, else the whole queue), before it encodes anything;
-//   - enqueue turns the reservation into the queued entry;
-//   - unless FailFast, a caller whose encoded entry turns out not to
-//     fit lets go of it (errNoRoom) and waits for room holding nothing,
-//     then encodes again (waitRoom).
-//
-// The entries the writer has taken count until they are written (inWrite):
-// a writer stuck on a stuck peer holds them in its frame buffer.
-//
-// So the queue plus the reservations stay within QueueBytes, except for
-// an entry larger than QueueBytes, which fits an empty queue, and the
-// guess being short: by an entry's size for each caller admitted on it,
-// which for a burst of callers whose entries are much larger than the one
-// last queued (and whose size is not known before encoding) is one entry
-// per caller admitted at once.
+// Admission keeps what callers hold, encoded, within the queue's limits
+// (QueueEntries, QueueBytes), under both overflow policies: admit gives a
+// caller a place and reserves bytes for the entry it is about to encode
+// (its size when known, see knownSize; else the size of the entry last
+// queued, else the whole queue); enqueue turns the reservation into the
+// queued entry; unless FailFast, a caller whose encoded entry turns out
+// not to fit lets go of it (errNoRoom), waits for room holding nothing,
+// and encodes again (waitRoom). Taken entries count until written
+// (inWrite). The queue plus the reservations so stay within QueueBytes,
+// except for an entry larger than QueueBytes, which fits an empty queue,
+// and a short guess: by one entry per caller admitted on it at once.
 
 // errNoRoom tells Submit that its encoded entry does not fit: it drops the
 // payload, waits for room (waitRoom), and encodes again.

@@ -7,8 +7,7 @@ import (
 
 // The reader's buffer follows the lane's traffic: a quiet lane reads
 // through quietReadBuf bytes, a busy one through busyReadBuf (a large
-// buffer saves read syscalls under load: with rpcx's 1 KiB reads a server
-// made about one read for four messages). The reader grows it when a
+// buffer saves read syscalls under load). The reader grows it when a
 // message leaves bytes behind in the buffer or does not fit it, and lets
 // it go at the answer to one of its heartbeats, which a lane sends only
 // when it has heard nothing for a while: an idle lane to each of many

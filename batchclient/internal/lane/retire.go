@@ -10,26 +10,20 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/codec"
 )
 
-// Retiring. A peer whose pool has more lanes than its load needs retires
-// one: the lane takes no new entries (Submit fails with ErrRetired, and
-// the caller picks another lane of its peer), writes what it has queued,
-// and keeps reading until every entry it wrote is answered or credited
-// back; its peer then closes it (CloseRetired). Nothing was lost, failed
-// or run twice. A lane that fails while retiring fails its entries as any
-// lane does.
+// Retiring. A lane its peer retires takes no new entries (Submit fails
+// with ErrRetired, and the caller picks another lane), writes what it has
+// queued, and reads until every entry it wrote is answered or credited
+// back; its peer then closes it (CloseRetired): nothing is lost, failed or
+// run twice.
 //
-// Fences keep a key's sends in order when the number of lanes changes and
-// the key's lane with it (batchclient's pick): once the pool's new view is
-// published, each old lane is told its place among the new lanes
-// (SetKeySlot, or Retire), and from then on refuses the entries of keys
-// that are no longer its own. The moved keys' entries go to their new
-// lanes only once their old lane has answered a fence call queued behind
-// everything before (SendFence: the server answers it after every earlier
-// send ran), or, where the server has no fence call, once the Fence taken
-// then has Passed (written, and the casts and sends credited back; exact
-// on a retired lane, which takes nothing after it). A caller that picked
-// the old lane from the old view a moment before is refused and picks
-// again: no entry of a moved key lands on its old lane after the fence.
+// Fences keep a key's sends in order when the lane count, and the key's
+// lane with it, changes: each old lane is told its place among the new
+// lanes (SetKeySlot, or Retire) and refuses the entries of keys no longer
+// its own. The moved keys' entries go to their new lanes only once their
+// old lane has answered a fence call queued behind everything before
+// (SendFence), or, where the server has none, once the Fence taken then
+// has Passed; a caller that picked the old lane a moment before is
+// refused and picks again.
 
 // ErrRetired tells Submit's caller that the lane is being retired and takes
 // no new entries, or no longer takes the entry's key: the caller submits

@@ -14,10 +14,8 @@ import (
 //
 // Admission reserves at least that much. On the guess alone (the size of
 // the entry last queued), a burst of callers with large byte payloads
-// after small entries all passed admission at once, each encoded its
-// payload, and all but the first let go of it: with 200 callers casting
-// 1 MiB after small calls, the client held up to 140 MiB for an instant,
-// beside a 2 MiB queue.
+// after small entries all passed admission at once and each encoded its
+// payload, many times the queue's byte bound held for an instant.
 func (l *Lane) knownSize(kind codec.Kind, call *client.Call) int {
 	if kind != codec.KindSend && l.cfg.SerializeType != protocol.SerializeNone {
 		return 0

@@ -106,7 +106,7 @@ var faults = []fault{
 	},
 	{
 		name: "parked-goroutine-cap-ignored",
-		edits: []edit{{"batchserver/workers.go",
+		edits: []edit{{"batchserver/workerloop.go",
 			"if w.closed || len(w.idle) >= maxIdleWorkers {",
 			"if w.closed {"}},
 		pkgs: []string{"./batchserver/"},

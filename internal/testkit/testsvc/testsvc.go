@@ -116,7 +116,7 @@ func Serve(s *server.Server) (addr string, stop func(), err error) {
 // server.WithPool without waiting for the connections' goroutines, one of
 // which may be handing the pool a request at that moment: a data race
 // inside rpcx and its pool library that -race reports (a batchserver test
-// failed so once, 2026-12-01). Tests that stop a server while its clients
+// met it). Tests that stop a server while its clients
 // still talk to it, on purpose, call stop itself.
 func StopWhenIdle(s *server.Server, stop func()) func() {
 	return func() {
