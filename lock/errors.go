@@ -13,18 +13,25 @@ var (
 	// take keys in a fixed order so that long chains cannot form.
 	ErrProbeLimit = errors.New("rpcxbatch/lock: deadlock walk passed its probe limit; release and retry, or lock keys in sorted order")
 	// ErrClosed is returned by the methods of a Holder that was closed, or
-	// whose context ended, and of a Node that was closed.
+	// whose context ended, and of a Node that was closed. A request to
+	// another node that was closed fails with ErrNodeLost.
 	ErrClosed = errors.New("rpcxbatch/lock: holder or node is closed; make a new holder")
 	// ErrUpgrade is returned when a holder asks for Exclusive on a key it
 	// holds Shared while other holders share it or others wait for it.
 	// Release the shared lock and ask for Exclusive instead.
 	ErrUpgrade = errors.New("rpcxbatch/lock: cannot upgrade a shared lock others share or wait for; release it and ask for Exclusive")
-	// ErrAborted is returned by a node for a request its holder withdrew
+	// ErrAborted is a node's refusal of a request its holder withdrew
 	// (another node of an all-or-nothing request failed, or the holder was
-	// closed) before it arrived or while it waited.
+	// closed) before it arrived or while it waited. Lock and LockOn do not
+	// return it: a holder withdraws a request only once its call
+	// returned, so a request refused that way while its holder still
+	// waits was dropped by the node, and fails with ErrNodeLost.
 	ErrAborted = errors.New("rpcxbatch/lock: request withdrawn by its holder")
-	// ErrNodeLost is returned when a node of the request is unreachable or
-	// was declared lost; the request holds nothing anywhere.
+	// ErrNodeLost is returned when a node of the request is unreachable,
+	// restarted, was closed, or dropped the request (it had heard nothing
+	// from the holder's node for NodeTimeout, and dropped that node's
+	// holders). The request holds nothing anywhere; the holder keeps what
+	// it held before. Retry against the nodes that are up.
 	ErrNodeLost = errors.New("rpcxbatch/lock: lock node unreachable; retry against the nodes that are up")
 	// ErrLockLost is the cause of a Holder's context, and the error of its
 	// requests, once its lease on another node where it holds locks ran

@@ -124,8 +124,9 @@ func (h *Holder) holdsRemote() bool {
 // granted are held while the rest answer, and if any node fails the
 // request is withdrawn everywhere and the holder keeps what it held
 // before. The first failure is returned: ErrDeadlock or ErrProbeLimit from
-// a node's deadlock walk, ctx's error, or ErrNodeLost for a node that
-// could not be reached.
+// a node's deadlock walk, ErrUpgrade, ctx's error, ErrLockLost, ErrClosed
+// for this holder or node closed, or ErrNodeLost for a node that could
+// not be reached, was closed or dropped the request.
 func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...string) error {
 	if err := checkRequest(mode, keys); err != nil {
 		return err
