@@ -99,7 +99,7 @@ func New(s *server.Server, opts ...Option) (*Plugin, error) {
 	}
 	var seed [8]byte
 	if _, err := rand.Read(seed[:]); err != nil {
-		return nil, fmt.Errorf("rpcxbatch: drawing the server incarnation: %w", err)
+		return nil, fmt.Errorf("batchserver: drawing the server incarnation: %w", err)
 	}
 	p := &Plugin{
 		s:           s,

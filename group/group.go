@@ -105,7 +105,7 @@ func WithDiscovery(d client.ServiceDiscovery) Option {
 func WithLocal(addr string, services map[string]any) Option {
 	return func(c *groupConfig) error {
 		if addr == "" {
-			return errors.New("group: WithLocal: the local address is empty; pass the address the local server listens on")
+			return errors.New("group: WithLocal: empty local address")
 		}
 		c.localAddr, c.localSvcs = addr, services
 		return nil
@@ -117,7 +117,7 @@ func WithLocal(addr string, services map[string]any) Option {
 // not own caller: close it yourself after Close.
 func New(caller Caller, opts ...Option) (*Group, error) {
 	if caller == nil {
-		return nil, errors.New("group: New: the caller is nil; pass a *batchclient.Client or a *group.PlainCaller")
+		return nil, errors.New("group: New: nil Caller")
 	}
 	var cfg groupConfig
 	for _, o := range opts {
