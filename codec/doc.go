@@ -31,7 +31,10 @@
 // only to a lane that said it reads it).
 //
 // Version is bumped on any incompatible change; a decoder refuses a frame of
-// another version with ErrVersion.
+// another version with ErrVersion. Every decoder refuses bytes that do not
+// follow the format with ErrMalformed, and one given a cap refuses what
+// passes it with ErrFrameTooLarge or ErrTooManyEntries. (ReadMessage also
+// returns its reader's errors, and Compress its compressor's.)
 //
 // # Compatibility
 //

@@ -114,7 +114,10 @@ func WithLocal(addr string, services map[string]any) Option {
 
 // New returns a Group that reaches remote nodes through caller (a
 // *batchclient.Client, a *PlainCaller, or your own Caller). The Group does
-// not own caller: close it yourself after Close.
+// not own caller: close it yourself after Close. It fails for a nil
+// caller and for an option value it cannot use (a nil discovery, an
+// empty local address, a local service without rpcx methods, a cast
+// bound below 1).
 func New(caller Caller, opts ...Option) (*Group, error) {
 	if caller == nil {
 		return nil, errors.New("group: New: nil Caller")

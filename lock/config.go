@@ -89,7 +89,8 @@ type Config struct {
 
 // New starts a lock node. With cfg.Server set, its lock service is
 // registered there under ServicePath; with a batch plugin on that server
-// the service is reached over the batch path like any other.
+// the service is reached over the batch path like any other. A Config it
+// cannot run with fails with ErrConfig.
 func New(cfg Config) (*Node, error) {
 	if cfg.ProbeLimit <= 0 {
 		cfg.ProbeLimit = DefaultProbeLimit
