@@ -80,7 +80,7 @@ func (p *pauseTransport) Go(ctx context.Context, addr, sp, sm string, args, repl
 // ErrAborted, "withdrawn by its holder", which no doc listed). It holds
 // nothing anywhere after.
 func TestRequestHeldAcrossPauseFailsWithNodeLost(t *testing.T) {
-	const nt = 500 * time.Millisecond
+	const nt = time.Second
 	var pa, pb *pauseTransport
 	a, _, _ := nodeWith(t, false, func(c *Config) {
 		c.NodeTimeout = nt
