@@ -21,7 +21,8 @@ import (
 
 // Go starts a call to addr and returns at once; the returned rpcx Call is
 // sent on done (or on a new buffered channel when done is nil) when it
-// completes. If ctx ends first, the call completes with ctx's error.
+// completes. If ctx ends first, the call completes with ctx's error. Its
+// errors are Call's.
 func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any, done chan *client.Call) *client.Call {
 	return c.goCall(ctx, addr, servicePath, serviceMethod, args, reply, done, false)
 }
@@ -108,7 +109,11 @@ again:
 
 // Call calls servicePath.serviceMethod at addr and waits for the reply, the
 // end of ctx, or the loss of the connection. A server-side error is
-// returned as rpcx's client.ServiceError, as plain rpcx returns it.
+// returned as rpcx's client.ServiceError, as plain rpcx returns it. The
+// client's own errors are this package's sentinels (ErrConnection,
+// ErrPeerDown, ErrOverloaded, ErrDraining, ErrEncode, ErrDecode,
+// ErrUnsupportedCodec, ErrStopped, ErrClosed), ctx's error when it ends
+// first, and rpcx's client errors on a peer without the batch plugin.
 func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any) error {
 	return c.call(ctx, addr, servicePath, serviceMethod, args, reply, false)
 }
@@ -308,7 +313,8 @@ func putSyncCall(sc *syncCall) {
 
 // Cast runs servicePath.serviceMethod at addr without waiting for, or
 // getting, its result. It returns once the entry is queued (or with the
-// queue's overflow error); on a plain peer it is an rpcx oneway call.
+// queue's overflow error); on a plain peer it is an rpcx oneway call. Its
+// errors are Call's but for server-side ones and ErrDecode.
 func (c *Client) Cast(ctx context.Context, addr, servicePath, serviceMethod string, args any) error {
 	return c.cast(ctx, addr, servicePath, serviceMethod, args, false)
 }
@@ -349,7 +355,9 @@ again:
 // the server at addr. Sends made with the same WithKey key arrive in the
 // order they were made. Send returns once the entry is queued (payload is
 // copied: the caller may reuse it); it fails with ErrNotBatchPeer when the
-// server has no batch plugin, or when addr was stopped with Stop.
+// server has no batch plugin, or when addr was stopped with Stop, with
+// ErrTooLarge for a payload larger than a frame, and otherwise with
+// Cast's errors.
 func (c *Client) Send(ctx context.Context, addr, handler string, payload []byte) error {
 	c.metrics.sends.Inc(1)
 	c.idle.Touch()

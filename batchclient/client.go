@@ -87,6 +87,7 @@ type Client struct {
 }
 
 // New returns a Client; it connects to an address on first use or Start.
+// An option value it cannot honour fails it with ErrInvalidOption.
 func New(opts ...Option) (*Client, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -205,7 +206,8 @@ func (c *Client) addPeer(addr string) (*peer, error) {
 }
 
 // Start connects to addr in the background if the client has no connection
-// to it, and undoes Stop. Poll Info for the outcome.
+// to it, and undoes Stop. Poll Info for the outcome. It fails with
+// ErrClosed after Close.
 func (c *Client) Start(addr string) error {
 	c.stopped.Remove(addr)
 	_, err := c.peer(addr)

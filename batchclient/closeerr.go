@@ -9,7 +9,7 @@ var errClosedInFlight error = closedInFlight{}
 type closedInFlight struct{}
 
 func (closedInFlight) Error() string {
-	return "rpcxbatch: client is closed; the call was in flight and its connection stopped"
+	return "batchclient: client closed with the call in flight"
 }
 
 func (closedInFlight) Is(target error) bool { return target == ErrClosed || target == ErrStopped }

@@ -13,8 +13,8 @@ import (
 // the server at its address has begun a graceful shutdown: the server did
 // not run it. It is not an rpcx ServiceError, so rpcx's Failover retries
 // the call on another server (and Failtry on the same one, once it is
-// back); a caller of Client itself should do the same. Calls written
-// before the server began to drain get their replies.
+// back); a caller of Client itself should retry it on another server.
+// Calls written before the server began to drain get their replies.
 var ErrDraining = lane.ErrDraining
 
 // Draining. A server that begins a graceful shutdown sends a drain notice

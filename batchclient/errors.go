@@ -23,35 +23,39 @@ var (
 	// or the path to it is.
 	ErrHeartbeat = lane.ErrHeartbeat
 	// ErrPeerDown is returned without sending when the last attempt to
-	// connect to the address failed; the client retries in the background.
-	// It wraps the connect error.
-	ErrPeerDown = errors.New("rpcxbatch: batch peer is down; reconnecting in the background")
+	// connect to the address failed; the client keeps reconnecting in the
+	// background. It wraps the connect error.
+	ErrPeerDown = errors.New("batchclient: peer down")
 	// ErrNotBatchPeer is returned by Send for an address whose server has no
-	// batch plugin: plain rpcx has nothing to deliver a send to.
-	ErrNotBatchPeer = errors.New("rpcxbatch: the server at this address has no batch plugin")
+	// batch plugin: plain rpcx has nothing to deliver a send to. Install
+	// batchserver on that server, or send it a call instead.
+	ErrNotBatchPeer = errors.New("batchclient: server has no batch plugin")
 	// ErrClosed is returned after Close, and to calls in flight at Close.
-	ErrClosed = errors.New("rpcxbatch: client is closed")
+	ErrClosed = errors.New("batchclient: client closed")
 	// ErrStopped fails the entries in flight on a connection Stop tore down.
-	ErrStopped = errors.New("rpcxbatch: connection stopped by Stop")
+	ErrStopped = errors.New("batchclient: connection stopped by Stop")
 	// ErrTooLarge is returned for a send bigger than the frame byte cap
 	// (the smaller of the client's and the server's MaxFrameBytes); a call
 	// or cast that large goes as a plain rpcx request instead, as rpcx
-	// would send it.
+	// would send it. Send a smaller payload, or raise MaxFrameBytes on
+	// both sides.
 	ErrTooLarge = lane.ErrTooLarge
 	// ErrUnsupportedCodec is returned for a serialize type rpcx has no codec
 	// for; errors.Is also matches it to rpcx's client.ErrUnsupportedCodec, as
-	// rpcx's own client returns.
+	// rpcx's own client returns. Register a codec in rpcx's share.Codecs,
+	// or pick another serialize type.
 	ErrUnsupportedCodec = lane.ErrUnsupportedCodec
 	// ErrEncode is in the error of a call whose arguments the codec could
 	// not encode (errors.Is holds; the error reads as the codec's own, as
 	// rpcx's client returns it, and wraps it) or panicked encoding; the
-	// call was not sent.
+	// call was not sent. Check that the codec supports the arguments' type.
 	ErrEncode = lane.ErrEncode
 	// ErrDecode is in the error of a call whose reply the codec could not
 	// decode into the reply value (it failed or panicked: the reply type
 	// does not match what the server sent). The server did run the call,
 	// so that error is a client.ServiceError, as rpcx's client returns for
 	// a reply it cannot decode: an XClient's Failover or Failtry does not
-	// run the call again.
+	// run the call again. Check that the reply type matches what the
+	// server's method returns.
 	ErrDecode = lane.ErrDecode
 )

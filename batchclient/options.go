@@ -251,10 +251,10 @@ func buildOptions(opts []Option) (Options, error) {
 	if o.Lanes < 0 || o.BatchCap < 0 || o.MaxFrameBytes < 0 || o.QueueEntries < 0 || o.QueueBytes < 0 ||
 		o.HeartbeatInterval < time.Millisecond || o.HeartbeatTimeout <= o.HeartbeatInterval ||
 		o.ReconnectMin <= 0 || o.ReconnectMax < o.ReconnectMin || o.DialTimeout <= 0 || o.HandshakeTimeout <= 0 || o.ForgetDown <= 0 || o.ReprobePlain <= 0 {
-		return o, fmt.Errorf("rpcxbatch: invalid client options: sizes must not be negative, durations must be positive (HeartbeatInterval at least 1 ms), HeartbeatTimeout must exceed HeartbeatInterval, ReconnectMax must be at least ReconnectMin")
+		return o, fmt.Errorf("%w: sizes must not be negative, durations must be positive (HeartbeatInterval at least 1 ms), HeartbeatTimeout must exceed HeartbeatInterval, ReconnectMax must be at least ReconnectMin", ErrInvalidOption)
 	}
 	if o.Overflow != OverflowBlock && o.Overflow != OverflowFailFast {
-		return o, fmt.Errorf("rpcxbatch: unknown overflow policy %d", o.Overflow)
+		return o, fmt.Errorf("%w: unknown overflow policy %d", ErrInvalidOption, o.Overflow)
 	}
 	if protocol.Compressors[o.CompressType] == nil {
 		return o, fmt.Errorf("%w: compress type %d has no compressor in protocol.Compressors (register it there first)", ErrInvalidOption, o.CompressType)

@@ -63,7 +63,7 @@ const (
 )
 
 // errForgotten tells route to look the address up again.
-var errForgotten = errors.New("rpcxbatch: peer forgotten")
+var errForgotten = errors.New("batchclient: peer forgotten")
 
 // unused reports whether the peer has been down since downSince and
 // unused for the ForgetDown option's time.

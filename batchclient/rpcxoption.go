@@ -9,7 +9,7 @@ import (
 )
 
 // ErrInvalidOption is returned by New for an option it cannot honour.
-var ErrInvalidOption = errors.New("rpcxbatch: invalid client option")
+var ErrInvalidOption = errors.New("batchclient: invalid option")
 
 // WithCompress compresses entries with ct, as rpcx's client compresses
 // requests with Option.CompressType: each entry whose encoded arguments

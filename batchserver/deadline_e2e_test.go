@@ -272,7 +272,7 @@ func TestNoHandlerStartsAfterItsDeadline(t *testing.T) {
 }
 
 // ErrDeadlinePassedText is the text a caller gets for a skipped entry.
-var ErrDeadlinePassedText = "rpcxbatch: the caller's deadline passed before the call ran; it was not executed"
+var ErrDeadlinePassedText = "batchserver: caller's deadline passed before the call ran"
 
 // CtxProbe is the service of the context-contract test.
 type CtxProbe struct {

@@ -30,7 +30,7 @@ import (
 // returned nil without writing a response. Over plain rpcx such a call
 // waits until its context ends; make the handler call ctx.Write or
 // ctx.WriteError (or return an error).
-var ErrNoHandlerReply = errors.New("rpcxbatch: the AddHandler handler returned without writing a response; call ctx.Write or ctx.WriteError in it")
+var ErrNoHandlerReply = errors.New("batchserver: AddHandler handler returned without writing a response")
 
 // handlerRouter reads rpcx's router, the map AddHandler writes. It holds
 // the map itself: rpcx makes it in NewServer and only adds to it, so the
@@ -125,7 +125,7 @@ func (c *replyCapture) Write(b []byte) (int, error) {
 	}
 	m := protocol.NewMessage()
 	if err := m.Decode(bufio.NewReader(bytes.NewReader(b))); err != nil {
-		c.err = fmt.Errorf("rpcxbatch: the AddHandler handler wrote something that is not an rpcx message: %w", err)
+		c.err = fmt.Errorf("batchserver: AddHandler handler wrote something that is not an rpcx message: %w", err)
 		return 0, c.err
 	}
 	c.first = m

@@ -76,7 +76,9 @@ type Plugin struct {
 }
 
 // New adds the batch plugin to s and returns it. With WithPoolSize(Disabled)
-// it adds nothing and returns a plugin that leaves s plain.
+// it adds nothing and returns a plugin that leaves s plain. It fails with
+// ErrInvalidOption for an option value it cannot use, and with
+// ErrUnsupportedRPCX when s is not laid out as rpcx v1.9.4's.
 //
 // The options s was created with hold for batched entries as for plain
 // requests: batched calls and casts run on the pool of server.WithPool or
@@ -99,7 +101,7 @@ func New(s *server.Server, opts ...Option) (*Plugin, error) {
 	}
 	var seed [8]byte
 	if _, err := rand.Read(seed[:]); err != nil {
-		return nil, fmt.Errorf("rpcxbatch: drawing the server incarnation: %w", err)
+		return nil, fmt.Errorf("batchserver: drawing the server incarnation: %w", err)
 	}
 	p := &Plugin{
 		s:           s,
@@ -155,7 +157,8 @@ func (p *Plugin) Options() Options { return p.opts }
 func (p *Plugin) Metrics() metrics.Registry { return p.opts.Registry }
 
 // HandleSend registers fn for send entries addressed to name. Sends to a
-// name with no handler are dropped and counted in errors.unknown_send.
+// name with no handler are dropped and counted in errors.unknown_send. A
+// second handler for the same name fails with ErrSendHandlerExists.
 func (p *Plugin) HandleSend(name string, fn SendHandler) error {
 	p.sendMu.Lock()
 	defer p.sendMu.Unlock()

@@ -32,9 +32,10 @@ type serviceTable struct {
 	gen uint64
 }
 
-// ErrUnsupportedRPCX reports an rpcx whose service table is not laid out as
-// in v1.9.4; pin github.com/smallnest/rpcx v1.9.4.
-var ErrUnsupportedRPCX = errors.New("rpcxbatch: cannot read the rpcx server's service table; this batchserver supports github.com/smallnest/rpcx v1.9.4")
+// ErrUnsupportedRPCX reports an rpcx whose server (its service table, its
+// options, its shutdown state) is not laid out as in v1.9.4: this
+// batchserver supports github.com/smallnest/rpcx v1.9.4; pin that version.
+var ErrUnsupportedRPCX = errors.New("batchserver: cannot read the rpcx server's internals")
 
 func newServiceTable(s *server.Server) (*serviceTable, error) {
 	t := &serviceTable{s: s, cache: make(map[string]map[string]*method)}

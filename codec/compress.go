@@ -111,7 +111,8 @@ func withZipped(ct protocol.CompressType, p []byte, fn func(zipped []byte)) erro
 	return nil
 }
 
-var errNoCompressor = errors.New("rpcxbatch/codec: no compressor in protocol.Compressors for compress type")
+// errNoCompressor: rpcx's protocol.Compressors has none for the type.
+var errNoCompressor = errors.New("codec: no compressor registered for the compress type")
 
 // Compress returns p compressed with ct (as rpcx's compressor for ct
 // writes it; gzip at rpcx's level), in a slice of its own.

@@ -11,6 +11,12 @@
 //	reply frame: [version, incarnation, [reply, ...]]
 //	reply: [id, status, errorText, {metadata}, payload(, compressType)]
 //
+// Every decoder refuses bytes that do not follow the format with
+// ErrMalformed, a frame of another version with ErrVersion, and, given a
+// cap, what passes it with ErrFrameTooLarge or ErrTooManyEntries
+// (ReadMessage also returns its reader's errors, and Compress its
+// compressor's).
+//
 // The format is a promise to the other releases a rolling upgrade meets:
 // TestWireGolden checks that the messages recorded in testdata/wire still
 // decode as recorded and are written byte for byte. docs/wire.md describes

@@ -112,7 +112,7 @@ func transcode(st protocol.SerializeType, from, to any) error {
 func encodeGuarded(args any, st protocol.SerializeType, size int) (b []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			b, err = nil, fmt.Errorf("encoding panicked: %v", r)
+			b, err = nil, fmt.Errorf("group: encoding panicked: %v", r)
 		}
 	}()
 	var dst []byte
@@ -127,7 +127,7 @@ func encodeGuarded(args any, st protocol.SerializeType, size int) (b []byte, err
 func decodeGuarded(b []byte, st protocol.SerializeType, v any) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("decoding panicked: %v", r)
+			err = fmt.Errorf("group: decoding panicked: %v", r)
 		}
 	}()
 	return fastcodec.Decode(st, b, v)

@@ -275,7 +275,7 @@ func (s *spec) counts(e *NodeError) bool {
 // interrupted is the error of a call whose caller's context ended before
 // the policy reached a decision (ecall's killed master).
 func (s *spec) interrupted(ctx context.Context) error {
-	return fmt.Errorf("group: %s %s.%s: the caller's context ended before a decision (give it more time): %w",
+	return fmt.Errorf("group: %s %s.%s: the caller's context ended before a decision: %w",
 		s.policy, s.service, s.method, cause(ctx))
 }
 

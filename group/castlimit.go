@@ -16,7 +16,9 @@ const DefaultMaxCastsInFlight = 1024
 // WithMaxCastsInFlight allows, which happens when nodes take casts more
 // slowly than they come (a stuck local handler, a remote node whose queue
 // is full). The cast was not started. The context's error is wrapped too.
-var ErrCastsInFlight = errors.New("group: too many casts in flight and the context ended while this cast waited for one to end; give the context more time, check the slow nodes, or raise WithMaxCastsInFlight")
+// Give the context more time, check the slow nodes, or raise
+// WithMaxCastsInFlight.
+var ErrCastsInFlight = errors.New("group: too many casts in flight")
 
 // WithMaxCastsInFlight bounds the casts a Group runs at once: each cast
 // runs on a goroutine of the group until its Caller's Cast returns (or,
@@ -47,7 +49,7 @@ func (s *spec) acquireCast(ctx context.Context) error {
 	case s.g.castSlots <- struct{}{}:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("group: %s %s.%s: %w (%d casts in flight): %w",
+		return fmt.Errorf("group: %s %s.%s: %w (limit %d): %w",
 			s.policy, s.service, s.method, ErrCastsInFlight, cap(s.g.castSlots), context.Cause(ctx))
 	case <-s.g.life.Done():
 		return s.closedErr()

@@ -11,12 +11,15 @@ import (
 var (
 	// ErrNoneAvailable is returned by CallAny and CallAll when no node of
 	// the list could be reached (and unreachable nodes were not counted as
-	// errors), and, through ErrEmptyNodes, for an empty list.
-	ErrNoneAvailable = errors.New("group: none of the nodes is available; check the node list and that the servers are up, or pass group.Unreachable(true) to see why each failed")
+	// errors), and, through ErrEmptyNodes, for an empty list. Check the
+	// node list and that the servers are up, or pass Unreachable(true) to
+	// see why each failed.
+	ErrNoneAvailable = errors.New("group: no node available")
 	// ErrEmptyNodes is returned for an empty node list by CallOne, CallAny,
 	// CallAll and CastOne. It wraps ErrNoneAvailable, as ecall returns
-	// none_is_available for an empty list.
-	ErrEmptyNodes = fmt.Errorf("%w: the node list is empty; give the group nodes (WithNodes, WithDiscovery) or the call some (On)", ErrNoneAvailable)
+	// none_is_available for an empty list. Give the group nodes
+	// (WithNodes, WithDiscovery), or the call some (On).
+	ErrEmptyNodes = fmt.Errorf("%w: empty node list", ErrNoneAvailable)
 
 	// ErrRejected is the kind of a NodeError whose node ran the call and
 	// answered with an error (the handler returned one, or panicked).
@@ -37,10 +40,11 @@ var (
 	// their own type, see Group): nothing is sent and no node, local or
 	// remote, runs the call. CallAllWait reports it for every node. The
 	// codec's error is wrapped too; fix the argument type.
-	ErrEncode = errors.New("group: the arguments cannot be encoded with the caller's codec (fix the argument type)")
+	ErrEncode = errors.New("group: cannot encode the arguments with the caller's codec")
 	// ErrClosed is returned by every group operation once Close has
-	// begun; CallAllWait reports it for every node.
-	ErrClosed = errors.New("group: the group is closed; make a new one with New")
+	// begun; CallAllWait reports it for every node. Make a new Group with
+	// New.
+	ErrClosed = errors.New("group: Group closed")
 )
 
 // NodeError is one node's failure: the node, the kind (ErrRejected,
@@ -105,7 +109,7 @@ type Rejections []*NodeError
 // Error lists every node's error.
 func (r Rejections) Error() string {
 	if len(r) == 0 {
-		return "group: no node succeeded and none answered (every node was unreachable; pass group.Unreachable(true) to get their errors)"
+		return "group: no node succeeded; every node was unreachable"
 	}
 	parts := make([]string, len(r))
 	for i, e := range r {

@@ -95,7 +95,7 @@ func WithDiscovery(d client.ServiceDiscovery) Option {
 func WithLocal(addr string, services map[string]any) Option {
 	return func(c *groupConfig) error {
 		if addr == "" {
-			return errors.New("group: WithLocal: the local address is empty; pass the address the local server listens on")
+			return errors.New("group: WithLocal: empty local address")
 		}
 		c.localAddr, c.localSvcs = addr, services
 		return nil
@@ -104,10 +104,13 @@ func WithLocal(addr string, services map[string]any) Option {
 
 // New returns a Group that reaches remote nodes through caller (a
 // *batchclient.Client, a *PlainCaller, or your own Caller). The Group does
-// not own caller: close it yourself after Close.
+// not own caller: close it yourself after Close. It fails for a nil
+// caller and for an option value it cannot use (a nil discovery, an
+// empty local address, a local service without rpcx methods, a cast
+// bound below 1).
 func New(caller Caller, opts ...Option) (*Group, error) {
 	if caller == nil {
-		return nil, errors.New("group: New: the caller is nil; pass a *batchclient.Client or a *group.PlainCaller")
+		return nil, errors.New("group: New: nil Caller")
 	}
 	var cfg groupConfig
 	for _, o := range opts {

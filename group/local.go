@@ -34,7 +34,7 @@ func newLocal(addr string, st protocol.SerializeType, services map[string]any) (
 	for name, rcvr := range services {
 		v := reflect.ValueOf(rcvr)
 		if !v.IsValid() {
-			return nil, fmt.Errorf("group: WithLocal: service %q is nil; pass the value you register with the rpcx server", name)
+			return nil, fmt.Errorf("group: WithLocal: service %q is nil", name)
 		}
 		methods := make(map[string]invoke.Method)
 		t := v.Type()
@@ -60,8 +60,9 @@ func rpcxShaped(t reflect.Type) bool {
 		t.Out(0) == typeOfError
 }
 
-// errLocalNoMethod is the cause when the local node lacks the method.
-var errLocalNoMethod = errors.New("group: the local node has no such service or method; register it with WithLocal")
+// errLocalNoMethod is the cause when the local node lacks the method:
+// its service was not given to WithLocal.
+var errLocalNoMethod = errors.New("group: local node has no such service or method")
 
 // call runs service.method in-process. A returned error and a panic
 // (as *PanicError) are the handler's rejection.

@@ -21,7 +21,9 @@ import (
 // rejects is recorded and the next is tried; an unreachable node is skipped
 // (recorded with Unreachable(true)). When no node succeeds the error is the
 // Rejections, empty when every node was unreachable; an empty list gives
-// ErrEmptyNodes.
+// ErrEmptyNodes. It also fails with ErrEncode when args cannot be encoded
+// (nothing is sent), ErrClosed after Close, and an error wrapping ctx's
+// cause when ctx ends before a node succeeded.
 func CallOne[R any](ctx context.Context, g *Group, service, method string, args any, opts ...CallOption) (Result[R], error) {
 	o, err := g.newSpec("CallOne", service, method, args, newOf[R], opts).callOne(ctx)
 	if err != nil {
@@ -40,7 +42,9 @@ func CallOne[R any](ctx context.Context, g *Group, service, method string, args 
 // node fails the error is the Rejections (the local one first, then in
 // arrival order); when none could be reached (with the default
 // Unreachable(false)) it is ErrNoneAvailable; an empty list gives
-// ErrEmptyNodes.
+// ErrEmptyNodes. It also fails with ErrEncode when args cannot be encoded
+// (nothing is sent), ErrClosed after Close, and an error wrapping ctx's
+// cause when ctx ends before a node succeeded.
 func CallAny[R any](ctx context.Context, g *Group, service, method string, args any, opts ...CallOption) (Result[R], error) {
 	o, err := g.newSpec("CallAny", service, method, args, newOf[R], opts).callAny(ctx)
 	if err != nil {
@@ -55,7 +59,9 @@ func CallAny[R any](ctx context.Context, g *Group, service, method string, args 
 // Unreachable(true) an unreachable node ends it the same way; by default it
 // is skipped. On success the replies come in the order they arrived. When
 // no node could be reached the error is ErrNoneAvailable; an empty list
-// gives ErrEmptyNodes.
+// gives ErrEmptyNodes. It also fails with ErrEncode when args cannot be
+// encoded (nothing is sent), ErrClosed after Close, and an error wrapping
+// ctx's cause when ctx ends before every node succeeded.
 func CallAll[R any](ctx context.Context, g *Group, service, method string, args any, opts ...CallOption) ([]Result[R], error) {
 	os, err := g.newSpec("CallAll", service, method, args, newOf[R], opts).callAll(ctx)
 	if err != nil {

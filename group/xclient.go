@@ -66,9 +66,9 @@ func (x *xClient) Call(ctx context.Context, serviceMethod string, args, reply an
 		rv.Elem().Set(reflect.ValueOf(o.reply).Elem())
 		return nil
 	case selector.CallAll, selector.CallAllWait:
-		sv, valueType, err := resultSlice(reply)
+		sv, valueType, err := resultSlice(p, reply)
 		if err != nil {
-			return fmt.Errorf("group: XClient.Call under %s: %w", p, err)
+			return err
 		}
 		s := x.g.newSpec(p.String(), x.path, serviceMethod, args, newOfType(valueType), nil)
 		var os []outcome
@@ -93,7 +93,7 @@ func (x *xClient) Call(ctx context.Context, serviceMethod string, args, reply an
 		}
 		return fail
 	}
-	return fmt.Errorf("group: XClient.Call: unknown policy %d; use the selector package's constants", int(p))
+	return fmt.Errorf("group: XClient.Call: unknown policy %d", int(p))
 }
 
 // newOfType returns a constructor of *t values.
@@ -103,10 +103,11 @@ func newOfType(t reflect.Type) func() any {
 
 // resultSlice checks that reply is a pointer to a slice of structs with
 // Node string and Value fields, and returns the slice and Value's type.
-func resultSlice(reply any) (reflect.Value, reflect.Type, error) {
+// The error names policy p.
+func resultSlice(p selector.Policy, reply any) (reflect.Value, reflect.Type, error) {
 	rv := reflect.ValueOf(reply)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Slice {
-		return reflect.Value{}, nil, fmt.Errorf("reply must be a pointer to a slice such as *[]group.Result[T], got %T", reply)
+		return reflect.Value{}, nil, fmt.Errorf("group: XClient.Call under %s: reply must be a pointer to a slice such as *[]group.Result[T], got %T", p, reply)
 	}
 	elem := rv.Elem().Type().Elem()
 	if elem.Kind() == reflect.Struct {
@@ -116,5 +117,5 @@ func resultSlice(reply any) (reflect.Value, reflect.Type, error) {
 			return rv.Elem(), value.Type, nil
 		}
 	}
-	return reflect.Value{}, nil, fmt.Errorf("reply's elements must be structs with fields Node string and Value T, such as group.Result[T], got %T", reply)
+	return reflect.Value{}, nil, fmt.Errorf("group: XClient.Call under %s: reply's elements must be structs with fields Node string and Value T, such as group.Result[T], got %T", p, reply)
 }

@@ -89,7 +89,8 @@ type Config struct {
 
 // New starts a lock node. With cfg.Server set, its lock service is
 // registered there under ServicePath; with a batch plugin on that server
-// the service is reached over the batch path like any other.
+// the service is reached over the batch path like any other. A Config it
+// cannot run with fails with ErrConfig.
 func New(cfg Config) (*Node, error) {
 	if cfg.ProbeLimit <= 0 {
 		cfg.ProbeLimit = DefaultProbeLimit
@@ -107,13 +108,13 @@ func New(cfg Config) (*Node, error) {
 		cfg.LeaseMargin = cfg.NodeTimeout / DefaultLeaseMarginDivisor
 	}
 	if cfg.LeaseMargin < 0 || cfg.LeaseMargin >= cfg.NodeTimeout {
-		return nil, fmt.Errorf("%w: LeaseMargin %v leaves no lease within NodeTimeout %v: set it between 0 and NodeTimeout (a few clock-drift ms plus the time a holder takes to stop; default NodeTimeout/%d)", ErrConfig, cfg.LeaseMargin, cfg.NodeTimeout, DefaultLeaseMarginDivisor)
+		return nil, fmt.Errorf("%w: LeaseMargin %v leaves no lease within NodeTimeout %v (it must be between 0 and NodeTimeout)", ErrConfig, cfg.LeaseMargin, cfg.NodeTimeout)
 	}
 	if cfg.Server != nil && cfg.Addr == "" {
 		return nil, fmt.Errorf("%w: Addr is required with Server: other nodes name this node by it", ErrConfig)
 	}
 	if cfg.Server != nil && cfg.Transport == nil {
-		return nil, fmt.Errorf("%w: Transport is required with Server: a node that serves other nodes' holders answers their waiting requests and watches their nodes over it", ErrConfig)
+		return nil, fmt.Errorf("%w: Transport is required with Server: the node answers other nodes' holders over it", ErrConfig)
 	}
 	n := &Node{
 		cfg:      cfg,
@@ -135,7 +136,7 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Server != nil {
 		if err := cfg.Server.RegisterName(ServicePath, &Service{n: n}, ""); err != nil {
 			n.cancel()
-			return nil, fmt.Errorf("rpcxbatch/lock: register the lock service: %w", err)
+			return nil, fmt.Errorf("lock: registering the lock service: %w", err)
 		}
 	}
 	if cfg.Transport != nil {

@@ -68,7 +68,9 @@ func (h *Holder) ID() OwnerID { return h.o.id }
 // the holder already holds is kept; asking Exclusive for a key held Shared
 // upgrades it when the holder is its only holder and nobody waits, and
 // fails with ErrUpgrade otherwise. A request whose ctx ends while it waits
-// is withdrawn from the queue.
+// is withdrawn from the queue. It also fails with ErrBadRequest (no keys,
+// an empty key, an unknown mode), ErrClosed (the holder or its node is
+// closed) and ErrLockLost (the holder was lost).
 func (h *Holder) Lock(ctx context.Context, mode Mode, keys ...string) error {
 	if err := checkRequest(mode, keys); err != nil {
 		return err

@@ -100,7 +100,8 @@ func (n *Node) Incarnation() uint64 { return n.inc }
 func (n *Node) Addr() string { return n.cfg.Addr }
 
 // NewHolder makes a holder on this node. Everything it holds, on every
-// node, is released when it is closed or when ctx ends.
+// node, is released when it is closed or when ctx ends. It fails with
+// ErrClosed once the node is closed.
 func (n *Node) NewHolder(ctx context.Context) (*Holder, error) {
 	h := &Holder{n: n, o: newOwner(OwnerID{Node: n.inc, Seq: n.seq.Add(1)}, time.Now().UnixNano(), "")}
 	h.life, h.end = context.WithCancel(context.Background())

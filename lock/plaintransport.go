@@ -95,7 +95,9 @@ func (p *PlainTransport) dial(addr string, d *plainDial) {
 	close(d.done)
 }
 
-// Call runs servicePath.serviceMethod at addr and waits for its reply.
+// Call runs servicePath.serviceMethod at addr and waits for its reply. A
+// failed dial is ErrNodeLost (wrapping rpcx's error), a call after Close
+// ErrClosed; otherwise the error is rpcx's client's.
 func (p *PlainTransport) Call(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any) error {
 	c, err := p.client(ctx, addr)
 	if err != nil {

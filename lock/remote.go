@@ -16,8 +16,11 @@ import (
 // granted are held while the rest answer, and if any node fails the
 // request is withdrawn everywhere and the holder keeps what it held
 // before. The first failure is returned: ErrDeadlock or ErrProbeLimit from
-// a node's deadlock walk, ctx's error, or ErrNodeLost for a node that
-// could not be reached.
+// a node's deadlock walk, ErrUpgrade, ctx's error, ErrLockLost, ErrClosed
+// for this holder or node closed, or ErrNodeLost for a node that could
+// not be reached, was closed or dropped the request. An invalid request
+// fails with ErrBadRequest, and one on other nodes from a node without a
+// Server or Transport with ErrConfig.
 func (h *Holder) LockOn(ctx context.Context, nodes []string, mode Mode, keys ...string) error {
 	if err := checkRequest(mode, keys); err != nil {
 		return err

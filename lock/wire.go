@@ -147,12 +147,20 @@ func (r *AcquireReply) set(err error) {
 }
 
 func (r *AcquireReply) err(node string) error {
-	if r.Code == codeOK {
+	switch r.Code {
+	case codeOK:
 		return nil
+	case codeClosed:
+		// The node is closed, not this holder or its node.
+		return fmt.Errorf("%w: %s is closed", ErrNodeLost, node)
 	}
 	e, ok := codeErrs[r.Code]
-	if !ok {
-		e = ErrAborted
+	if !ok || e == ErrAborted {
+		// A holder withdraws a request only once its call returned, so a
+		// request still waiting is refused as withdrawn only when the node
+		// dropped its holder (it heard nothing from this node for
+		// NodeTimeout) or is closing: it was lost with the node.
+		return fmt.Errorf("%w: %s dropped the request (it lost this node, or closed)", ErrNodeLost, node)
 	}
 	return fmt.Errorf("node %s: %w", node, e)
 }

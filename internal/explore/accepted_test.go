@@ -315,7 +315,7 @@ var (
 	rePlainPanic      = regexp.MustCompile(`\[service internal error\]: boom, method: \S+, argv: …, stack: …\n?`)
 	reBatchPanic      = regexp.MustCompile(`rpcxbatch: handler \S+ panicked: boom`)
 	rePartialReceipt  = regexp.MustCompile(`reply=(?:Reply\{N=\d+ Server=\w+ pad=0\}|"\d+\|\w+\|")`)
-	rePeerDown        = regexp.MustCompile(`rpcxbatch: batch peer is down; reconnecting in the background: [^:]+: `)
+	rePeerDown        = regexp.MustCompile(`batchclient: peer down: [^:]+: `)
 )
 
 var rePayloadLen = regexp.MustCompile(`(?:payload=len=|pad=)(\d+)`)

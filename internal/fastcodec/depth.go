@@ -17,7 +17,7 @@ const MaxDepth = 10000
 
 // ErrTooDeep is returned, before any decoder sees the payload, for a
 // msgpack payload nested deeper than MaxDepth.
-var ErrTooDeep = errors.New("rpcxbatch: msgpack payload nested too deep")
+var ErrTooDeep = errors.New("fastcodec: msgpack payload nested too deep")
 
 // CheckDepth returns ErrTooDeep (wrapped) when data, a msgpack payload,
 // nests arrays and maps deeper than MaxDepth. It walks the bytes without

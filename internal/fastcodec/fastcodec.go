@@ -14,7 +14,7 @@ import (
 )
 
 // ErrNoCodec is returned for a serialize type with no registered codec.
-var ErrNoCodec = errors.New("rpcxbatch: no rpcx codec is registered for this serialize type")
+var ErrNoCodec = errors.New("fastcodec: no codec registered for the serialize type")
 
 // appendWriter is the io.Writer an encoder writes through: it appends to
 // a slice the caller supplies. It has WriteByte and WriteString so that

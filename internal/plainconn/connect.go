@@ -24,7 +24,7 @@ var predialed sync.Map // *client.Client -> net.Conn
 
 // errNoPredialed should not happen: Connect ran on the predialed network
 // without a connection waiting for it.
-var errNoPredialed = errors.New("rpcxbatch: no dialled connection for the plain client")
+var errNoPredialed = errors.New("plainconn: no dialled connection for the plain client")
 
 // rpcxDirectConn is the code pointer of rpcx's own factory for "unix"
 // (its plain net dial), taken at init before any user could replace it: a

@@ -14,7 +14,7 @@ import (
 
 // ErrNoBatchService marks a handshake answered by rpcx's "can't find
 // service": the server is plain.
-var ErrNoBatchService = errors.New("rpcxbatch: no batch service")
+var ErrNoBatchService = errors.New("batchclient: server has no batch service")
 
 // Dialer opens the connections of one address's lane pool: it dials,
 // sets up TLS, and runs the lane handshake, within the bounds of the

@@ -37,7 +37,7 @@ const combineWriteBound = 5 * time.Millisecond
 
 // errHandOff says that a caller's frame was partly written and its end
 // left to the writer goroutine.
-var errHandOff = errors.New("rpcxbatch: frame handed to the lane's writer")
+var errHandOff = errors.New("batchclient: frame handed to the lane's writer")
 
 // mayCombineLocked reports whether the caller whose entry was just queued,
 // alone, may write it itself; it takes the socket if so. Called under qmu.

@@ -99,7 +99,7 @@ func (e *entry) entryMetadata(ctx context.Context, st bool) {
 func encodeArgs(fc *fastcodec.Codec, dst []byte, cd fastcodec.Resolved, args any) (out []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			out, err = dst, fmt.Errorf("%w: encoding the arguments panicked: %v", ErrEncode, r)
+			out, err = dst, fmt.Errorf("%w: the codec panicked: %v", ErrEncode, r)
 		}
 	}()
 	if fc != nil {
@@ -160,7 +160,7 @@ func CopyMetadata(ctx context.Context, m map[string]string) map[string]string {
 func DecodeReply(fc *fastcodec.Codec, st protocol.SerializeType, raw []byte, reply any, own bool) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = &decodeError{fmt.Errorf("%w: the codec panicked decoding the reply: %v", ErrDecode, r)}
+			err = &decodeError{fmt.Errorf("%w: the codec panicked: %v", ErrDecode, r)}
 		}
 	}()
 	switch {

@@ -13,21 +13,21 @@ import (
 // which one they are.
 var (
 	// ErrOverloaded is batchclient.ErrOverloaded.
-	ErrOverloaded = errors.New("rpcxbatch: lane queue is full; back off or raise the queue limits")
+	ErrOverloaded = errors.New("batchclient: lane queue full")
 	// ErrConnection is batchclient.ErrConnection.
-	ErrConnection = errors.New("rpcxbatch: connection to the batch peer lost")
+	ErrConnection = errors.New("batchclient: connection lost")
 	// ErrHeartbeat is batchclient.ErrHeartbeat.
-	ErrHeartbeat = errors.New("rpcxbatch: peer missed its heartbeats")
+	ErrHeartbeat = errors.New("batchclient: peer missed its heartbeats")
 	// ErrTooLarge is batchclient.ErrTooLarge.
-	ErrTooLarge = errors.New("rpcxbatch: entry exceeds the frame byte cap; send a smaller payload or raise MaxFrameBytes on both sides")
+	ErrTooLarge = errors.New("batchclient: entry exceeds the frame byte cap")
 	// ErrUnsupportedCodec is batchclient.ErrUnsupportedCodec.
-	ErrUnsupportedCodec = fmt.Errorf("rpcxbatch: no rpcx codec for this serialize type; register one in share.Codecs or pick another: %w", client.ErrUnsupportedCodec)
+	ErrUnsupportedCodec = fmt.Errorf("batchclient: no codec for the serialize type: %w", client.ErrUnsupportedCodec)
 	// ErrEncode is batchclient.ErrEncode.
-	ErrEncode = errors.New("rpcxbatch: cannot encode the arguments; check that the codec supports their type")
+	ErrEncode = errors.New("batchclient: cannot encode the arguments")
 	// ErrDecode is batchclient.ErrDecode.
-	ErrDecode = errors.New("rpcxbatch: cannot decode the reply; check that the reply type matches the server's")
+	ErrDecode = errors.New("batchclient: cannot decode the reply")
 	// ErrDraining is batchclient.ErrDraining.
-	ErrDraining = errors.New("rpcxbatch: the batch peer is shutting down and did not run this entry; retry it on another server")
+	ErrDraining = errors.New("batchclient: server shutting down; the call did not run")
 )
 
 // encodeError is the error of a call whose arguments the codec could not

@@ -24,7 +24,7 @@ import (
 
 // errNoRoom tells Submit that its encoded entry does not fit: it drops the
 // payload, waits for room (waitRoom), and encodes again.
-var errNoRoom = errors.New("rpcxbatch: no room in the queue for the entry")
+var errNoRoom = errors.New("batchclient: no room in the queue for the entry")
 
 // bytesFit reports whether an entry of size bytes fits beside qb queued and
 // rb reserved bytes.

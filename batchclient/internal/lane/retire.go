@@ -28,7 +28,7 @@ import (
 // ErrRetired tells Submit's caller that the lane is being retired and takes
 // no new entries, or no longer takes the entry's key: the caller submits
 // to another lane of its peer. It never reaches a user.
-var ErrRetired = errors.New("rpcxbatch: lane retired; submit to another lane")
+var ErrRetired = errors.New("batchclient: lane retired")
 
 // errKeyMoved is ErrRetired for an entry whose key is another lane's now.
 var errKeyMoved = fmt.Errorf("%w: the entry's key moved", ErrRetired)

@@ -10,7 +10,7 @@ import (
 
 // ErrFinished tells Submit's caller that the lane completed the call
 // itself (see Lane.fail): its result is on its Done channel.
-var ErrFinished = errors.New("rpcxbatch: call finished by its lane")
+var ErrFinished = errors.New("batchclient: call finished by its lane")
 
 // Submit queues one entry on the lane (kind, and pc.Call's service,
 // method and arguments), applying the queue's admission and overflow
