@@ -255,12 +255,3 @@ func hasAnyPrefix(s string, prefixes []string) bool {
 	}
 	return false
 }
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
