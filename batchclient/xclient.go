@@ -310,6 +310,37 @@ func (b *builder) generate(ctx context.Context, k string, callers, full bool) (c
 	return rc, nil
 }
 
+// sendContext is the context of a oneway send that Oneshot (or Go
+// without a reply value) leaves to a goroutine while the lane handshake
+// is under way: ctx's values and deadline, without its cancellation.
+// rpcx's Oneshot returns once its dial is done and writes the request on
+// a goroutine that never looks at the context again, so a caller that
+// cancels its context as Oneshot returns (a deferred cancel) still has
+// its request sent; so has the drop-in's. The wait for the connection
+// ends at ctx's deadline, and at wait in any case (the connect's bound:
+// a server that never answers the handshake does not keep the goroutine).
+// The entry still carries ctx's deadline, not wait's.
+func sendContext(ctx context.Context, wait time.Duration) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	bound := time.Now().Add(wait)
+	if ok && deadline.Before(bound) {
+		bound = deadline
+	}
+	inner, cancel := context.WithDeadline(context.WithoutCancel(ctx), bound)
+	return detachedContext{Context: inner, deadline: deadline, ok: ok}, cancel
+}
+
+// detachedContext is sendContext's context: it ends at the bound of its
+// wait, and reports the caller's deadline (or none) as its own.
+type detachedContext struct {
+	context.Context
+	deadline time.Time
+	ok       bool
+}
+
+// Deadline is the caller's deadline, which the entry carries.
+func (c detachedContext) Deadline() (time.Time, bool) { return c.deadline, c.ok }
+
 // ownMetadata is ctx with a copy of its request metadata map, if it has
 // one, for a send made on a goroutine after the caller has its map back.
 func ownMetadata(ctx context.Context) context.Context {
@@ -398,10 +429,12 @@ func (r *rpcClient) Go(ctx context.Context, servicePath, serviceMethod string, a
 		if !r.bc.ready(r.addr) {
 			// rpcx sends on a goroutine of its own: its caller does not
 			// wait for the connection's first answer, nor does this one
-			// for the lane handshake.
-			ctx = ownMetadata(ctx)
+			// for the lane handshake, nor may its context's cancel stop
+			// the send (sendContext).
+			sctx, cancel := sendContext(ownMetadata(ctx), r.owner.connectWait)
 			go func() {
-				call.Error = r.bc.Cast(ctx, r.addr, servicePath, serviceMethod, args)
+				defer cancel()
+				call.Error = r.bc.Cast(sctx, r.addr, servicePath, serviceMethod, args)
 				lane.Deliver(call)
 			}()
 			return call

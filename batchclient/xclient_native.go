@@ -251,9 +251,10 @@ func (x *xClient) Go(ctx context.Context, serviceMethod string, args, reply any,
 		call := &client.Call{ServicePath: x.servicePath, ServiceMethod: serviceMethod, Args: args, Done: done}
 		if !rc.bc.ready(rc.addr) {
 			// As Oneshot below.
-			ctx = ownMetadata(ctx)
+			sctx, cancel := sendContext(ownMetadata(ctx), x.b.connectWait)
 			go func() {
-				call.Error = rc.bc.cast(ctx, rc.addr, x.servicePath, serviceMethod, args, st)
+				defer cancel()
+				call.Error = rc.bc.cast(sctx, rc.addr, x.servicePath, serviceMethod, args, st)
 				lane.Deliver(call)
 			}()
 			return call, nil
@@ -284,9 +285,14 @@ func (x *xClient) Oneshot(ctx context.Context, serviceMethod string, args any) e
 	if rc, ok := c.(*rpcClient); ok {
 		if !rc.bc.ready(rc.addr) {
 			// rpcx sends on a goroutine of its own, and returns once its
-			// dial is done: the lane handshake is not waited for either.
-			ctx = ownMetadata(ctx)
-			go func() { _ = rc.bc.cast(ctx, rc.addr, x.servicePath, serviceMethod, args, st) }()
+			// dial is done: the lane handshake is not waited for either,
+			// and the caller's cancel once this returns does not stop the
+			// send (sendContext).
+			sctx, cancel := sendContext(ownMetadata(ctx), x.b.connectWait)
+			go func() {
+				defer cancel()
+				_ = rc.bc.cast(sctx, rc.addr, x.servicePath, serviceMethod, args, st)
+			}()
 			return nil
 		}
 		_ = rc.bc.cast(ctx, rc.addr, x.servicePath, serviceMethod, args, st)
