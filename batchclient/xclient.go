@@ -341,6 +341,34 @@ type detachedContext struct {
 // Deadline is the caller's deadline, which the entry carries.
 func (c detachedContext) Deadline() (time.Time, bool) { return c.deadline, c.ok }
 
+// serverDeadline is ctx as an entry made by rpcx's XClient is to carry
+// it: a call rpcx's XClient hands an RPCClient carries "__ServerTimeout"
+// in its request metadata wherever rpcx means the handler to have a
+// deadline (setServerTimeout, for the caller's deadline); where the
+// context has a deadline and the metadata no "__ServerTimeout", the
+// deadline is one rpcx keeps on the client alone (the minute Broadcast,
+// Fork and Inform add to a context without one), which rpcx's handler
+// never sees. The entry then carries none either (clientDeadline), and
+// the call still ends at it on the client.
+func serverDeadline(ctx context.Context) context.Context {
+	if _, ok := ctx.Deadline(); !ok {
+		return ctx
+	}
+	if m, _ := ctx.Value(lane.ReqMetaKey).(map[string]string); m != nil {
+		if _, ok := m[share.ServerTimeout]; ok {
+			return ctx
+		}
+	}
+	return clientDeadline{ctx}
+}
+
+// clientDeadline is a context whose deadline stays on the client: it ends
+// when its parent does, and reports no deadline for an entry to carry.
+type clientDeadline struct{ context.Context }
+
+// Deadline reports none.
+func (clientDeadline) Deadline() (time.Time, bool) { return time.Time{}, false }
+
 // ownMetadata is ctx with a copy of its request metadata map, if it has
 // one, for a send made on a goroutine after the caller has its map back.
 func ownMetadata(ctx context.Context) context.Context {
@@ -405,6 +433,9 @@ type rpcClient struct {
 	viaLanes bool
 	// hookClose runs the ClientConnectionClose plugins once.
 	hookClose sync.Once
+	// hookSeq counts the calls whose messages the XClient's
+	// ClientBeforeEncode and ClientAfterDecode plugins get (nextSeq).
+	hookSeq atomic.Uint64
 }
 
 var _ client.RPCClient = (*rpcClient)(nil)
@@ -412,10 +443,13 @@ var _ client.RPCClient = (*rpcClient)(nil)
 func (r *rpcClient) Connect(_, _ string) error { return r.bc.Start(r.addr) }
 
 func (r *rpcClient) Go(ctx context.Context, servicePath, serviceMethod string, args, reply any, done chan *client.Call) *client.Call {
+	if reply != nil {
+		ctx = serverDeadline(ctx)
+	}
 	pc := r.owner.plugins()
 	before, after := callHooks(pc)
 	if reply == nil && before {
-		ctx, args = r.beforeEncode(ctx, pc, servicePath, serviceMethod, args, true)
+		ctx, args = r.beforeEncode(ctx, pc, r.nextSeq(), servicePath, serviceMethod, args, true)
 	}
 	if reply != nil && (before || after) {
 		return r.hookedGo(ctx, pc, before, after, servicePath, serviceMethod, args, reply, done)
@@ -447,6 +481,7 @@ func (r *rpcClient) Go(ctx context.Context, servicePath, serviceMethod string, a
 }
 
 func (r *rpcClient) Call(ctx context.Context, servicePath, serviceMethod string, args, reply any) error {
+	ctx = serverDeadline(ctx)
 	// The XClient's ClientBeforeEncode and ClientAfterDecode plugins
 	// (callhooks.go).
 	if pc := r.owner.plugins(); pc != nil {

@@ -90,7 +90,7 @@ func (x *xClient) Call(ctx context.Context, serviceMethod string, args, reply an
 	if !ok || err != nil {
 		return x.callWithout(ctx, k, c, st, err, serviceMethod, args, reply)
 	}
-	err = rc.bc.call(ctx, rc.addr, x.servicePath, serviceMethod, args, reply, st)
+	err = rc.bc.call(ctx, rc.addr, x.servicePath, serviceMethod, args, reply, st, nil)
 	if err == nil {
 		return nil
 	}
@@ -220,7 +220,7 @@ func (x *xClient) retryAfter(ctx context.Context, st bool, k string, c client.RP
 // attempt makes one try of a call on c.
 func (x *xClient) attempt(ctx context.Context, st bool, c client.RPCClient, serviceMethod string, args, reply any) error {
 	if rc, ok := c.(*rpcClient); ok {
-		return rc.bc.call(ctx, rc.addr, x.servicePath, serviceMethod, args, reply, st)
+		return rc.bc.call(ctx, rc.addr, x.servicePath, serviceMethod, args, reply, st, nil)
 	}
 	return c.Call(ctx, x.servicePath, serviceMethod, args, reply)
 }
@@ -263,7 +263,7 @@ func (x *xClient) Go(ctx context.Context, serviceMethod string, args, reply any,
 		lane.Deliver(call)
 		return call, nil
 	}
-	return rc.bc.goCall(ctx, rc.addr, x.servicePath, serviceMethod, args, reply, done, st), nil
+	return rc.bc.goCall(ctx, rc.addr, x.servicePath, serviceMethod, args, reply, done, st, nil), nil
 }
 
 // Oneshot is rpcx's XClient.Oneshot (see the top of this file): like
