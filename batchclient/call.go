@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/smallnest/rpcx/client"
+	"github.com/smallnest/rpcx/share"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
 	"github.com/rpcxbatch/rpcxbatch/codec"
@@ -24,12 +26,14 @@ import (
 // completes. If ctx ends first, the call completes with ctx's error. Its
 // errors are Call's.
 func (c *Client) Go(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any, done chan *client.Call) *client.Call {
-	return c.goCall(ctx, addr, servicePath, serviceMethod, args, reply, done, false)
+	return c.goCall(ctx, addr, servicePath, serviceMethod, args, reply, done, false, nil)
 }
 
 // goCall is Go; st says the call carries rpcx's server timeout
-// (lane.Pending.ServerTimeout), as the drop-in XClient's calls do.
-func (c *Client) goCall(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any, done chan *client.Call, st bool) *client.Call {
+// (lane.Pending.ServerTimeout), as the drop-in XClient's calls do; resp,
+// when not nil, receives what a reply on a lane carried
+// (lane.Pending.Response).
+func (c *Client) goCall(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any, done chan *client.Call, st bool, resp *lane.Response) *client.Call {
 	c.metrics.calls.Inc(1)
 	c.idle.Touch()
 	if done == nil {
@@ -41,6 +45,11 @@ func (c *Client) goCall(ctx context.Context, addr, servicePath, serviceMethod st
 	if m, ok := ctx.Value(lane.ReqMetaKey).(map[string]string); ok {
 		// A copy, as rpcx's Go makes: the caller's map stays its own.
 		call.Metadata = lane.CopyMetadata(ctx, m)
+	} else if deadline, ok := ctx.Deadline(); ok && st {
+		// rpcx's XClient.Go puts the server timeout in a map made for
+		// it, which becomes the call's Metadata; the lane writes it into
+		// the entry itself (lane.Pending.ServerTimeout).
+		call.Metadata = map[string]string{share.ServerTimeout: strconv.FormatInt(time.Until(deadline).Milliseconds(), 10)}
 	}
 again:
 	l, pr, k, err := c.route(ctx, addr)
@@ -73,7 +82,7 @@ again:
 		lane.Deliver(call)
 		return call
 	}
-	pc2 := &lane.Pending{Call: call, Keyed: k.keyed, KeyHash: k.hash, ServerTimeout: st}
+	pc2 := &lane.Pending{Call: call, Keyed: k.keyed, KeyHash: k.hash, ServerTimeout: st, Response: resp}
 	id, _, err := l.Submit(ctx, codec.KindCall, pc2, false)
 	if errors.Is(err, lane.ErrRetired) {
 		goto again // the lane left its pool since route picked it
@@ -115,12 +124,14 @@ again:
 // ErrUnsupportedCodec, ErrStopped, ErrClosed), ctx's error when it ends
 // first, and rpcx's client errors on a peer without the batch plugin.
 func (c *Client) Call(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any) error {
-	return c.call(ctx, addr, servicePath, serviceMethod, args, reply, false)
+	return c.call(ctx, addr, servicePath, serviceMethod, args, reply, false, nil)
 }
 
 // call is Call; st says the call carries rpcx's server timeout
-// (lane.Pending.ServerTimeout), as the drop-in XClient's calls do.
-func (c *Client) call(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any, st bool) error {
+// (lane.Pending.ServerTimeout), as the drop-in XClient's calls do; resp,
+// when not nil, receives what a reply on a lane carried
+// (lane.Pending.Response).
+func (c *Client) call(ctx context.Context, addr, servicePath, serviceMethod string, args, reply any, st bool, resp *lane.Response) error {
 	c.metrics.calls.Inc(1)
 	c.idle.Touch()
 again:
@@ -143,7 +154,7 @@ again:
 		return err
 	}
 	sc := getSyncCall()
-	sc.pending.Keyed, sc.pending.KeyHash, sc.pending.ServerTimeout = k.keyed, k.hash, st
+	sc.pending.Keyed, sc.pending.KeyHash, sc.pending.ServerTimeout, sc.pending.Response = k.keyed, k.hash, st, resp
 	call := &sc.call
 	call.ServicePath, call.ServiceMethod, call.Args, call.Reply = servicePath, serviceMethod, args, reply
 	// A context many calls share has one watch for them all (ctxwatch.go):

@@ -25,9 +25,12 @@ import (
 // builds it: type, oneway flag, serialize type, compress flag, service
 // path and method, metadata and the encoded arguments (or, for the reply,
 // the response metadata rpcx reads, with __rpcx_error__ and status Error
-// for a server's error, and the encoded reply value, which is what rpcx's
-// server sends with an error too when the caller's reply value was
-// fresh). Seq is 0: entries have ids of their own on their lane.
+// for a server's error, and the payload the server sent: on lanes the
+// reply's own bytes, on the plain fallback the reply value encoded
+// again). Seq numbers the RPCClient's calls from 0, as rpcx's Client
+// numbers its connection's requests: a response has its request's
+// number, each request its own (entries have ids of their own on their
+// lane, which the server's hooks see).
 //
 // What a ClientBeforeEncode plugin does to the request's metadata reaches
 // the server (a tracing plugin's span context, say), and so does a payload
@@ -59,7 +62,7 @@ func callHooks(pc client.PluginContainer) (before, after bool) {
 // plugin's payload (payloadArgs). As rpcx, the plugins do not run for
 // arguments the codec cannot encode: the call fails with the codec's
 // error.
-func (r *rpcClient) beforeEncode(ctx context.Context, pc client.PluginContainer, servicePath, serviceMethod string, args any, oneway bool) (context.Context, any) {
+func (r *rpcClient) beforeEncode(ctx context.Context, pc client.PluginContainer, seq uint64, servicePath, serviceMethod string, args any, oneway bool) (context.Context, any) {
 	st := r.bc.opts.SerializeType
 	cd := share.Codecs[st]
 	if cd == nil {
@@ -71,6 +74,7 @@ func (r *rpcClient) beforeEncode(ctx context.Context, pc client.PluginContainer,
 	}
 	req := protocol.NewMessage()
 	req.SetMessageType(protocol.Request)
+	req.SetSeq(seq)
 	req.SetOneway(oneway)
 	req.SetSerializeType(st)
 	if meta, ok := ctx.Value(share.ReqMetaDataKey).(map[string]string); ok && meta != nil {
@@ -136,11 +140,18 @@ func payloadArgs(cd rpcxcodec.Codec, payload []byte, args any) any {
 // afterDecode runs the ClientAfterDecode plugins on the response rpcx
 // would have read for a completed call: only when one was read (a reply,
 // or the server's error), as rpcx runs them on messages it reads. res is
-// the response metadata the server sent.
-func (r *rpcClient) afterDecode(pc client.PluginContainer, servicePath, serviceMethod string, args, reply any, res map[string]string, err error) {
+// the response metadata the server sent; resp what a reply on a lane
+// carried (its payload and compress flag), when it came on one.
+func (r *rpcClient) afterDecode(pc client.PluginContainer, seq uint64, resp *lane.Response, servicePath, serviceMethod string, args, reply any, res map[string]string, err error) {
 	st := r.bc.opts.SerializeType
+	if resp.Read {
+		afterDecodeFull(pc, seq, st, resp.Compress, servicePath, serviceMethod, res, resp.Payload, err)
+		return
+	}
+	// The plain fallback's rpcx client decoded the response: its payload
+	// is the reply value encoded again, which rpcx's server sends with an
+	// error too when the caller's reply value was fresh.
 	var payload []byte
-	// rpcx's server sends the encoded reply with an error too.
 	if cd := share.Codecs[st]; cd != nil && reply != nil {
 		if data, encErr := cd.Encode(reply); encErr == nil {
 			payload = data
@@ -157,24 +168,27 @@ func (r *rpcClient) afterDecode(pc client.PluginContainer, servicePath, serviceM
 			}
 		}
 	}
-	afterDecodeCompressed(pc, st, ct, servicePath, serviceMethod, res, payload, err)
+	afterDecodeFull(pc, seq, st, ct, servicePath, serviceMethod, res, payload, err)
 }
 
 // afterDecodeMessage runs the ClientAfterDecode plugins on the response
 // of serialize type st with metadata res and payload, when one was read.
 func afterDecodeMessage(pc client.PluginContainer, st protocol.SerializeType, servicePath, serviceMethod string, res map[string]string, payload []byte, err error) {
-	afterDecodeCompressed(pc, st, protocol.None, servicePath, serviceMethod, res, payload, err)
+	afterDecodeFull(pc, 0, st, protocol.None, servicePath, serviceMethod, res, payload, err)
 }
 
-// afterDecodeCompressed is afterDecodeMessage for a response flagged
-// compressed with ct.
-func afterDecodeCompressed(pc client.PluginContainer, st protocol.SerializeType, ct protocol.CompressType, servicePath, serviceMethod string, res map[string]string, payload []byte, err error) {
+// afterDecodeFull is afterDecodeMessage for the response numbered seq,
+// flagged compressed with ct. The server's error text is the one in res
+// (under protocol.ServiceError, as rpcx's client reads it), not what
+// client.ClientErrorFunc made of it; err's text where res has none.
+func afterDecodeFull(pc client.PluginContainer, seq uint64, st protocol.SerializeType, ct protocol.CompressType, servicePath, serviceMethod string, res map[string]string, payload []byte, err error) {
 	var se client.ServiceError
 	if err != nil && !errors.As(err, &se) {
 		return // nothing was read: a transport error or the context's
 	}
 	m := protocol.NewMessage()
 	m.SetMessageType(protocol.Response)
+	m.SetSeq(seq)
 	m.SetSerializeType(st)
 	m.SetCompressType(ct)
 	m.ServicePath, m.ServiceMethod = servicePath, serviceMethod
@@ -186,7 +200,9 @@ func afterDecodeCompressed(pc client.PluginContainer, st protocol.SerializeType,
 	}
 	if err != nil {
 		m.SetMessageStatusType(protocol.Error)
-		m.Metadata[protocol.ServiceError] = err.Error()
+		if _, ok := m.Metadata[protocol.ServiceError]; !ok {
+			m.Metadata[protocol.ServiceError] = err.Error()
+		}
 	}
 	m.Payload = payload
 	_ = pc.DoClientAfterDecode(m)
@@ -194,8 +210,9 @@ func afterDecodeCompressed(pc client.PluginContainer, st protocol.SerializeType,
 
 // hookedCall is Call with the per-message hooks of pc.
 func (r *rpcClient) hookedCall(ctx context.Context, pc client.PluginContainer, before, after bool, servicePath, serviceMethod string, args, reply any) error {
+	seq := r.nextSeq()
 	if before {
-		ctx, args = r.beforeEncode(ctx, pc, servicePath, serviceMethod, args, false)
+		ctx, args = r.beforeEncode(ctx, pc, seq, servicePath, serviceMethod, args, false)
 	}
 	if !after {
 		return r.bc.Call(ctx, r.addr, servicePath, serviceMethod, args, reply)
@@ -205,8 +222,9 @@ func (r *rpcClient) hookedCall(ctx context.Context, pc client.PluginContainer, b
 	// there as rpcx would.
 	res := map[string]string{}
 	user, _ := ctx.Value(share.ResMetaDataKey).(map[string]string)
-	err := r.bc.Call(context.WithValue(ctx, share.ResMetaDataKey, res), r.addr, servicePath, serviceMethod, args, reply)
-	r.afterDecode(pc, servicePath, serviceMethod, args, reply, res, err)
+	var resp lane.Response
+	err := r.bc.call(context.WithValue(ctx, share.ResMetaDataKey, res), r.addr, servicePath, serviceMethod, args, reply, false, &resp)
+	r.afterDecode(pc, seq, &resp, servicePath, serviceMethod, args, reply, res, err)
 	if user != nil && len(res) > 0 {
 		copyResMetadataMap(ctx, user, res)
 	}
@@ -218,11 +236,20 @@ func (r *rpcClient) hookedCall(ctx context.Context, pc client.PluginContainer, b
 // always completes: reply, error, or its context's end), runs the
 // ClientAfterDecode plugins and then completes the caller's call.
 func (r *rpcClient) hookedGo(ctx context.Context, pc client.PluginContainer, before, after bool, servicePath, serviceMethod string, args, reply any, done chan *client.Call) *client.Call {
+	seq := r.nextSeq()
+	// rpcx's call.Metadata is a copy of the caller's map, when there is
+	// one, and its request's metadata is that map, which the plugins then
+	// write into; without one the plugins write into the request's alone.
+	_, callerMap := ctx.Value(share.ReqMetaDataKey).(map[string]string)
 	if before {
-		ctx, args = r.beforeEncode(ctx, pc, servicePath, serviceMethod, args, false)
+		ctx, args = r.beforeEncode(ctx, pc, seq, servicePath, serviceMethod, args, false)
 	}
 	if !after {
-		return r.bc.Go(ctx, r.addr, servicePath, serviceMethod, args, reply, done)
+		call := r.bc.Go(ctx, r.addr, servicePath, serviceMethod, args, reply, done)
+		if !callerMap {
+			call.Metadata = nil
+		}
+		return call
 	}
 	if done == nil {
 		done = make(chan *client.Call, 10)
@@ -230,18 +257,23 @@ func (r *rpcClient) hookedGo(ctx context.Context, pc client.PluginContainer, bef
 		panic("rpcxbatch: Go: done channel is unbuffered")
 	}
 	outer := &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args, Reply: reply, Done: done}
-	if m, ok := ctx.Value(share.ReqMetaDataKey).(map[string]string); ok {
+	if m, ok := ctx.Value(share.ReqMetaDataKey).(map[string]string); ok && callerMap {
 		outer.Metadata = m
 	}
-	inner := r.bc.Go(ctx, r.addr, servicePath, serviceMethod, args, reply, make(chan *client.Call, 1))
+	resp := new(lane.Response)
+	inner := r.bc.goCall(ctx, r.addr, servicePath, serviceMethod, args, reply, make(chan *client.Call, 1), false, resp)
 	go func() {
 		c := <-inner.Done
-		r.afterDecode(pc, servicePath, serviceMethod, args, reply, c.ResMetadata, c.Error)
+		r.afterDecode(pc, seq, resp, servicePath, serviceMethod, args, reply, c.ResMetadata, c.Error)
 		outer.Error, outer.ResMetadata = c.Error, c.ResMetadata
 		lane.Deliver(outer)
 	}()
 	return outer
 }
+
+// nextSeq is the Seq of the RPCClient's next call's messages, counted
+// from 0 as rpcx's Client counts its connection's requests.
+func (r *rpcClient) nextSeq() uint64 { return r.hookSeq.Add(1) - 1 }
 
 // copyResMetadataMap copies src into the caller's response metadata map
 // dst, under the share.Context's lock as resmeta.Fill writes it.

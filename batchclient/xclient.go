@@ -310,6 +310,65 @@ func (b *builder) generate(ctx context.Context, k string, callers, full bool) (c
 	return rc, nil
 }
 
+// sendContext is the context of a oneway send that Oneshot (or Go
+// without a reply value) leaves to a goroutine while the lane handshake
+// is under way: ctx's values and deadline, without its cancellation.
+// rpcx's Oneshot returns once its dial is done and writes the request on
+// a goroutine that never looks at the context again, so a caller that
+// cancels its context as Oneshot returns (a deferred cancel) still has
+// its request sent; so has the drop-in's. The wait for the connection
+// ends at ctx's deadline, and at wait in any case (the connect's bound:
+// a server that never answers the handshake does not keep the goroutine).
+// The entry still carries ctx's deadline, not wait's.
+func sendContext(ctx context.Context, wait time.Duration) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	bound := time.Now().Add(wait)
+	if ok && deadline.Before(bound) {
+		bound = deadline
+	}
+	inner, cancel := context.WithDeadline(context.WithoutCancel(ctx), bound)
+	return detachedContext{Context: inner, deadline: deadline, ok: ok}, cancel
+}
+
+// detachedContext is sendContext's context: it ends at the bound of its
+// wait, and reports the caller's deadline (or none) as its own.
+type detachedContext struct {
+	context.Context
+	deadline time.Time
+	ok       bool
+}
+
+// Deadline is the caller's deadline, which the entry carries.
+func (c detachedContext) Deadline() (time.Time, bool) { return c.deadline, c.ok }
+
+// serverDeadline is ctx as an entry made by rpcx's XClient is to carry
+// it: a call rpcx's XClient hands an RPCClient carries "__ServerTimeout"
+// in its request metadata wherever rpcx means the handler to have a
+// deadline (setServerTimeout, for the caller's deadline); where the
+// context has a deadline and the metadata no "__ServerTimeout", the
+// deadline is one rpcx keeps on the client alone (the minute Broadcast,
+// Fork and Inform add to a context without one), which rpcx's handler
+// never sees. The entry then carries none either (clientDeadline), and
+// the call still ends at it on the client.
+func serverDeadline(ctx context.Context) context.Context {
+	if _, ok := ctx.Deadline(); !ok {
+		return ctx
+	}
+	if m, _ := ctx.Value(lane.ReqMetaKey).(map[string]string); m != nil {
+		if _, ok := m[share.ServerTimeout]; ok {
+			return ctx
+		}
+	}
+	return clientDeadline{ctx}
+}
+
+// clientDeadline is a context whose deadline stays on the client: it ends
+// when its parent does, and reports no deadline for an entry to carry.
+type clientDeadline struct{ context.Context }
+
+// Deadline reports none.
+func (clientDeadline) Deadline() (time.Time, bool) { return time.Time{}, false }
+
 // ownMetadata is ctx with a copy of its request metadata map, if it has
 // one, for a send made on a goroutine after the caller has its map back.
 func ownMetadata(ctx context.Context) context.Context {
@@ -374,6 +433,9 @@ type rpcClient struct {
 	viaLanes bool
 	// hookClose runs the ClientConnectionClose plugins once.
 	hookClose sync.Once
+	// hookSeq counts the calls whose messages the XClient's
+	// ClientBeforeEncode and ClientAfterDecode plugins get (nextSeq).
+	hookSeq atomic.Uint64
 }
 
 var _ client.RPCClient = (*rpcClient)(nil)
@@ -381,10 +443,13 @@ var _ client.RPCClient = (*rpcClient)(nil)
 func (r *rpcClient) Connect(_, _ string) error { return r.bc.Start(r.addr) }
 
 func (r *rpcClient) Go(ctx context.Context, servicePath, serviceMethod string, args, reply any, done chan *client.Call) *client.Call {
+	if reply != nil {
+		ctx = serverDeadline(ctx)
+	}
 	pc := r.owner.plugins()
 	before, after := callHooks(pc)
 	if reply == nil && before {
-		ctx, args = r.beforeEncode(ctx, pc, servicePath, serviceMethod, args, true)
+		ctx, args = r.beforeEncode(ctx, pc, r.nextSeq(), servicePath, serviceMethod, args, true)
 	}
 	if reply != nil && (before || after) {
 		return r.hookedGo(ctx, pc, before, after, servicePath, serviceMethod, args, reply, done)
@@ -398,10 +463,12 @@ func (r *rpcClient) Go(ctx context.Context, servicePath, serviceMethod string, a
 		if !r.bc.ready(r.addr) {
 			// rpcx sends on a goroutine of its own: its caller does not
 			// wait for the connection's first answer, nor does this one
-			// for the lane handshake.
-			ctx = ownMetadata(ctx)
+			// for the lane handshake, nor may its context's cancel stop
+			// the send (sendContext).
+			sctx, cancel := sendContext(ownMetadata(ctx), r.owner.connectWait)
 			go func() {
-				call.Error = r.bc.Cast(ctx, r.addr, servicePath, serviceMethod, args)
+				defer cancel()
+				call.Error = r.bc.Cast(sctx, r.addr, servicePath, serviceMethod, args)
 				lane.Deliver(call)
 			}()
 			return call
@@ -414,6 +481,7 @@ func (r *rpcClient) Go(ctx context.Context, servicePath, serviceMethod string, a
 }
 
 func (r *rpcClient) Call(ctx context.Context, servicePath, serviceMethod string, args, reply any) error {
+	ctx = serverDeadline(ctx)
 	// The XClient's ClientBeforeEncode and ClientAfterDecode plugins
 	// (callhooks.go).
 	if pc := r.owner.plugins(); pc != nil {

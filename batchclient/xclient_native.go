@@ -90,7 +90,7 @@ func (x *xClient) Call(ctx context.Context, serviceMethod string, args, reply an
 	if !ok || err != nil {
 		return x.callWithout(ctx, k, c, st, err, serviceMethod, args, reply)
 	}
-	err = rc.bc.call(ctx, rc.addr, x.servicePath, serviceMethod, args, reply, st)
+	err = rc.bc.call(ctx, rc.addr, x.servicePath, serviceMethod, args, reply, st, nil)
 	if err == nil {
 		return nil
 	}
@@ -220,7 +220,7 @@ func (x *xClient) retryAfter(ctx context.Context, st bool, k string, c client.RP
 // attempt makes one try of a call on c.
 func (x *xClient) attempt(ctx context.Context, st bool, c client.RPCClient, serviceMethod string, args, reply any) error {
 	if rc, ok := c.(*rpcClient); ok {
-		return rc.bc.call(ctx, rc.addr, x.servicePath, serviceMethod, args, reply, st)
+		return rc.bc.call(ctx, rc.addr, x.servicePath, serviceMethod, args, reply, st, nil)
 	}
 	return c.Call(ctx, x.servicePath, serviceMethod, args, reply)
 }
@@ -251,9 +251,10 @@ func (x *xClient) Go(ctx context.Context, serviceMethod string, args, reply any,
 		call := &client.Call{ServicePath: x.servicePath, ServiceMethod: serviceMethod, Args: args, Done: done}
 		if !rc.bc.ready(rc.addr) {
 			// As Oneshot below.
-			ctx = ownMetadata(ctx)
+			sctx, cancel := sendContext(ownMetadata(ctx), x.b.connectWait)
 			go func() {
-				call.Error = rc.bc.cast(ctx, rc.addr, x.servicePath, serviceMethod, args, st)
+				defer cancel()
+				call.Error = rc.bc.cast(sctx, rc.addr, x.servicePath, serviceMethod, args, st)
 				lane.Deliver(call)
 			}()
 			return call, nil
@@ -262,7 +263,7 @@ func (x *xClient) Go(ctx context.Context, serviceMethod string, args, reply any,
 		lane.Deliver(call)
 		return call, nil
 	}
-	return rc.bc.goCall(ctx, rc.addr, x.servicePath, serviceMethod, args, reply, done, st), nil
+	return rc.bc.goCall(ctx, rc.addr, x.servicePath, serviceMethod, args, reply, done, st, nil), nil
 }
 
 // Oneshot is rpcx's XClient.Oneshot (see the top of this file): like
@@ -284,9 +285,14 @@ func (x *xClient) Oneshot(ctx context.Context, serviceMethod string, args any) e
 	if rc, ok := c.(*rpcClient); ok {
 		if !rc.bc.ready(rc.addr) {
 			// rpcx sends on a goroutine of its own, and returns once its
-			// dial is done: the lane handshake is not waited for either.
-			ctx = ownMetadata(ctx)
-			go func() { _ = rc.bc.cast(ctx, rc.addr, x.servicePath, serviceMethod, args, st) }()
+			// dial is done: the lane handshake is not waited for either,
+			// and the caller's cancel once this returns does not stop the
+			// send (sendContext).
+			sctx, cancel := sendContext(ownMetadata(ctx), x.b.connectWait)
+			go func() {
+				defer cancel()
+				_ = rc.bc.cast(sctx, rc.addr, x.servicePath, serviceMethod, args, st)
+			}()
 			return nil
 		}
 		_ = rc.bc.cast(ctx, rc.addr, x.servicePath, serviceMethod, args, st)

@@ -40,7 +40,7 @@ type fleet struct {
 
 // startFleet starts sc's servers; stop them with stop.
 func startFleet(sc *Scenario, batch bool, rec *recorder) (*fleet, error) {
-	f := &fleet{rec: rec, mask: &masker{addrs: map[string]string{}, homogeneous: sc.homogeneous()}}
+	f := &fleet{rec: rec, mask: &masker{addrs: map[string]string{}, homogeneous: sc.homogeneous(), seqs: newSeenSeqs()}}
 	for i, role := range sc.Servers {
 		fs := &fleetServer{name: fmt.Sprintf("%s%d", role, i), role: role}
 		f.servers = append(f.servers, fs)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/smallnest/rpcx/client"
 	"github.com/smallnest/rpcx/protocol"
+	"github.com/smallnest/rpcx/server"
 	"github.com/smallnest/rpcx/share"
 )
 
@@ -129,6 +130,109 @@ type masker struct {
 	homogeneous bool
 	// dedupe keeps one of equal events in each stream.
 	dedupe bool
+	// seqs holds the (stream, connection, sequence number) keys the
+	// servers' streams showed in the scenario's steps so far (see
+	// labelSeqs); a copy of the masker shares it.
+	seqs *seenSeqs
+}
+
+// seenSeqs is a scenario's set of sequence number keys seen.
+type seenSeqs struct{ keys map[string]bool }
+
+func newSeenSeqs() *seenSeqs { return &seenSeqs{keys: map[string]bool{}} }
+
+// seqLabels names each request a stream saw within one step by its order
+// of first appearance there ("#k").
+type seqLabels struct {
+	label map[string]string
+	next  map[string]int
+}
+
+func newSeqLabels() *seqLabels {
+	return &seqLabels{label: map[string]string{}, next: map[string]int{}}
+}
+
+// connField is the field of a server hook's event that names the
+// connection its request came on: it keys the sequence number (which
+// counts per connection on rpcx, per lane on the drop-in) and is dropped
+// before the events are compared.
+const connField = "conn"
+
+func isSeqField(k string) bool { return k == "seq" || k == "req.seq" || k == "res.seq" }
+
+// labelSeqs replaces the sequence numbers of a stream's events by labels,
+// and drops their connField. Sequence numbers are per connection (rpcx's
+// client counts from 0 on each) or per lane (the drop-in's call ids), so
+// their values cannot be equal across the two sides; what rpcx
+// guarantees, and what is compared, is that every hook of one request
+// sees the same number, and that the requests of a connection have
+// distinct ones. So within a step each (connection, number) is labelled
+// by the order of its first appearance in the stream ("#0", "#1"): in a
+// server's stream keyed by the connection the hook's context names, in
+// the client's (whose hooks get no connection) by the number alone, so
+// that a ClientAfterDecode shows the label of the ClientBeforeEncode whose
+// response it is. A server's number that an earlier step of the scenario
+// saw on the same connection gets " again": a request that reuses an
+// earlier request's number. (Labels are per step, so that a request one
+// side did not make in an earlier step, which other entries explain, does
+// not shift every later label.) Where the client's events are put in a
+// canonical order (racy), its numbers are masked whole ("*").
+func (m *masker) labelSeqs(name string, evs []Event, sorted bool) []Event {
+	client := name == "client"
+	step := newSeqLabels()
+	var seen map[string]bool
+	if m.seqs != nil && !client {
+		seen = m.seqs.keys // keys of earlier steps, read here, added below
+	}
+	var now []string
+	out := make([]Event, len(evs))
+	for i, e := range evs {
+		conn := ""
+		fields := make([]Field, 0, len(e.Fields))
+		for _, f := range e.Fields {
+			if f.K == connField {
+				conn = f.V
+				continue
+			}
+			fields = append(fields, f)
+		}
+		for j, f := range fields {
+			if !isSeqField(f.K) {
+				continue
+			}
+			switch {
+			case client && sorted:
+				fields[j].V = "*"
+			default:
+				key := name + "|" + conn + "|" + f.V
+				l := step.of(name, conn, f.V)
+				if seen[key] {
+					l += " again"
+				}
+				fields[j].V = l
+				now = append(now, key)
+			}
+		}
+		out[i] = Event{Hook: e.Hook, Fields: fields}
+	}
+	if seen != nil {
+		for _, k := range now {
+			seen[k] = true
+		}
+	}
+	return out
+}
+
+// of is the label of sequence number seq on conn in stream.
+func (l *seqLabels) of(stream, conn, seq string) string {
+	k := stream + "|" + conn + "|" + seq
+	if v, ok := l.label[k]; ok {
+		return v
+	}
+	v := fmt.Sprintf("#%d", l.next[stream])
+	l.next[stream]++
+	l.label[k] = v
+	return v
 }
 
 var (
@@ -201,7 +305,14 @@ func (m *masker) streams(in map[string][]Event, sorted ...string) map[string][]E
 	out := map[string][]Event{}
 	var merged [][]Event
 	sortAll := len(sorted) == 1 && sorted[0] == "*"
-	for name, evs := range in {
+	names := make([]string, 0, len(in))
+	for name := range in {
+		names = append(names, name)
+	}
+	// In name order: the labels of sequence numbers are the scenario's.
+	sort.Strings(names)
+	for _, name := range names {
+		evs := m.labelSeqs(name, in[name], sortAll || slices.Contains(sorted, name))
 		masked := make([]Event, len(evs))
 		for i, e := range evs {
 			masked[i] = m.event(e)
@@ -241,7 +352,7 @@ func dedupe(evs []Event) []Event {
 	var out []Event
 	for _, e := range evs {
 		for i, f := range e.Fields {
-			if f.K == "seq" || strings.HasSuffix(f.K, ".seq") {
+			if isSeqField(f.K) {
 				e.Fields[i].V = "*"
 			}
 		}
@@ -469,16 +580,16 @@ func (h *serverHooks) takePreReads() int {
 	return n
 }
 
-func (h *serverHooks) PostReadRequest(_ context.Context, r *protocol.Message, e error) error {
+func (h *serverHooks) PostReadRequest(ctx context.Context, r *protocol.Message, e error) error {
 	if r != nil && r.IsHeartbeat() {
 		return nil // see HeartbeatRequest
 	}
-	h.add("PostReadRequest", append(msgFields(r), "err", errString(e))...)
+	h.add("PostReadRequest", append(msgFields(r), "err", errString(e), connField, connOf(ctx))...)
 	return nil
 }
 
 func (h *serverHooks) PreHandleRequest(ctx context.Context, r *protocol.Message) error {
-	h.add("PreHandleRequest", msgFields(r)...)
+	h.add("PreHandleRequest", append(msgFields(r), connField, connOf(ctx))...)
 	return nil
 }
 
@@ -492,19 +603,19 @@ func (h *serverHooks) PostCall(ctx context.Context, serviceName, methodName stri
 	return reply, nil
 }
 
-func (h *serverHooks) PreWriteResponse(_ context.Context, req, res *protocol.Message, err error) error {
+func (h *serverHooks) PreWriteResponse(ctx context.Context, req, res *protocol.Message, err error) error {
 	if req != nil && req.IsHeartbeat() {
 		return nil
 	}
-	h.add("PreWriteResponse", append(append(prefixed("req.", msgFields(req)), prefixed("res.", msgFields(res))...), "err", errString(err))...)
+	h.add("PreWriteResponse", append(append(prefixed("req.", msgFields(req)), prefixed("res.", msgFields(res))...), "err", errString(err), connField, connOf(ctx))...)
 	return nil
 }
 
-func (h *serverHooks) PostWriteResponse(_ context.Context, req, res *protocol.Message, err error) error {
+func (h *serverHooks) PostWriteResponse(ctx context.Context, req, res *protocol.Message, err error) error {
 	if req != nil && req.IsHeartbeat() {
 		return nil
 	}
-	h.add("PostWriteResponse", append(append(prefixed("req.", msgFields(req)), prefixed("res.", msgFields(res))...), "err", errString(err))...)
+	h.add("PostWriteResponse", append(append(prefixed("req.", msgFields(req)), prefixed("res.", msgFields(res))...), "err", errString(err), connField, connOf(ctx))...)
 	return nil
 }
 
@@ -522,6 +633,15 @@ func (h *serverHooks) PostWriteRequest(_ context.Context, r *protocol.Message, e
 // own (docs/compatibility.md, client options), whose count is a matter
 // of time, not of the calls.
 func (h *serverHooks) HeartbeatRequest(context.Context, *protocol.Message) error { return nil }
+
+// connOf names the connection a server hook's context carries.
+func connOf(ctx context.Context) string {
+	c, _ := ctx.Value(server.RemoteConnContextKey).(net.Conn)
+	if c == nil {
+		return "nil"
+	}
+	return c.RemoteAddr().String() + ">" + c.LocalAddr().String()
+}
 
 func prefixed(p string, kv []string) []string {
 	out := make([]string, len(kv))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/smallnest/rpcx/client"
 	"github.com/smallnest/rpcx/log"
+	"github.com/smallnest/rpcx/protocol"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
 )
@@ -249,6 +250,24 @@ type Pending struct {
 	// then looks for none (entryMetadata), and the map, were there one,
 	// would go unsent.
 	ServerTimeout bool
+	// Response, when set, receives what the call's reply carried, as
+	// rpcx's client reads a response message (for the XClient's
+	// ClientAfterDecode plugins): the reader fills it before it completes
+	// the call.
+	Response *Response
+}
+
+// Response is what one reply carried, as rpcx's client has it once it
+// decoded a response message: its payload inflated, the compress flag it
+// came with.
+type Response struct {
+	// Read says a reply (or the server's error) was read for the call.
+	Read bool
+	// Payload is the reply's payload (the handler's reply beside an
+	// error too, when the server sent one), a copy of its own.
+	Payload []byte
+	// Compress is the reply's compress flag.
+	Compress protocol.CompressType
 }
 
 // Finish completes pc, a call claimed from the lane, with err: its watch

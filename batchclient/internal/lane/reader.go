@@ -139,6 +139,10 @@ func (l *Lane) readLoop() {
 // in Config.Woken already (countWoken).
 func (l *Lane) complete(rp *codec.Reply, pc *Pending, fc *fastcodec.Codec) {
 	call := pc.Call
+	if r := pc.Response; r != nil {
+		r.Read, r.Compress = true, rp.CompressType
+		r.Payload = append([]byte(nil), rp.Payload...)
+	}
 	if rp.Metadata != nil {
 		call.ResMetadata = rp.Metadata
 	}
