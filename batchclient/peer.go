@@ -126,6 +126,10 @@ type peerView struct {
 	// handshake then failed (closed). Only for attempts an XClient waits
 	// for (dial.Attempt.Early): rpcx's dial would have succeeded there.
 	conn net.Conn
+	// early, in a down view, says the failed attempt was one an XClient
+	// waited for (its dial ran the connection hooks); a background
+	// redial's failure is not an XClient's outcome (see awaitFresh).
+	early bool
 	// changed is closed when this view is replaced.
 	changed chan struct{}
 }
@@ -229,7 +233,7 @@ func (p *peer) run() {
 			if downSince.IsZero() {
 				downSince = time.Now()
 			}
-			p.setView(&peerView{state: stateDown, err: err, conn: upConn(err, early)})
+			p.setView(&peerView{state: stateDown, err: err, conn: upConn(err, early), early: early})
 			var wake redialWake
 			for wake = wakeIdle; wake == wakeIdle; {
 				if p.unused(downSince) {

@@ -145,10 +145,15 @@ func upConn(err error, early bool) net.Conn {
 // awaitFresh waits, within ctx, until the peer is connected or plain, the
 // connection of an attempt an XClient waits for is up (unless full), or an
 // attempt that was under way or begun after it was called has failed, and
-// returns that view (its err is the failure).
-func (p *peer) awaitFresh(ctx context.Context, full bool) (*peerView, error) {
+// returns that view (its err is the failure). With created, the caller
+// made the peer, whose first attempt is its own: a failure already there
+// is its outcome, not one to ask again after.
+func (p *peer) awaitFresh(ctx context.Context, full, created bool) (*peerView, error) {
 	v := p.view.Load()
 	stale := v
+	if created {
+		stale = nil
+	}
 	for {
 		p.lastUsed.Store(time.Now().UnixNano())
 		switch v.state {
@@ -159,10 +164,14 @@ func (p *peer) awaitFresh(ctx context.Context, full bool) (*peerView, error) {
 				return v, nil
 			}
 		case stateDown:
-			if v != stale {
+			if v != stale && v.early {
 				return v, v.err
 			}
-			// Failed before we asked: ask for another attempt now.
+			// Failed before we asked, or a background redial under way
+			// when we asked failed (its dial ran no connection hook, as
+			// rpcx makes no such redial): ask for an attempt of our own
+			// now, as rpcx's call dials.
+			stale = v
 			p.wantedNow()
 		case stateStopped:
 			return v, ErrStopped
@@ -200,6 +209,8 @@ type freshConn struct {
 // for too.
 func (c *Client) connectFresh(ctx context.Context, addr string, full bool) (fc freshConn, connectFailed bool, err error) {
 	for try := 0; ; try++ {
+		_, existed := c.live.Load(addr)
+		created := !existed
 		if err := c.Start(addr); err != nil {
 			return fc, false, err
 		}
@@ -210,7 +221,7 @@ func (c *Client) connectFresh(ctx context.Context, addr string, full bool) (fc f
 		if p == nil {
 			return fc, false, ErrStopped
 		}
-		v, err := p.awaitFresh(ctx, full)
+		v, err := p.awaitFresh(ctx, full, created)
 		if errors.Is(err, errForgotten) && try < 3 {
 			continue
 		}
