@@ -122,7 +122,7 @@ var faults = []fault{
 		// The old owner of a push registration: the whole XClient, so a
 		// removed old RPCClient takes a newer one's channel with it.
 		name: "push-unregister-by-xclient",
-		edits: []edit{{"batchclient/xclient.go",
+		edits: []edit{{"batchclient/xclient_rpcclient.go",
 			"func (r *rpcClient) UnregisterServerMessageChan() { r.bc.push.unregister(r.addr, r) }",
 			"func (r *rpcClient) UnregisterServerMessageChan() { r.bc.push.dropXClient(r.owner) }"}},
 		pkgs: []string{"./batchclient/..."},
