@@ -157,17 +157,26 @@ func (p *Plugin) errorText(ec *entryCtx, e *codec.Entry, payload []byte, err err
 	res.Metadata = make(map[string]string)
 	res.Payload = payload
 	text := f(res, err)
-	if len(res.Metadata) > 0 {
-		rm := ec.metadata(&ec.resMeta)
-		ec.metaMu.Lock()
-		for k, v := range res.Metadata {
-			if k != protocol.ServiceError {
-				rm[k] = v
-			}
-		}
-		ec.metaMu.Unlock()
-	}
+	ec.addResponseMetadata(res.Metadata)
 	return text
+}
+
+// addResponseMetadata puts the metadata of a response written for the
+// entry (by ServerErrorFunc, or an AddHandler handler) into the entry's
+// response metadata, over what the handler set, as rpcx sends it; the
+// error text travels in its own field.
+func (ec *entryCtx) addResponseMetadata(meta map[string]string) {
+	if len(meta) == 0 {
+		return
+	}
+	rm := ec.metadata(&ec.resMeta)
+	ec.metaMu.Lock()
+	defer ec.metaMu.Unlock()
+	for k, v := range meta {
+		if k != protocol.ServiceError {
+			rm[k] = v
+		}
+	}
 }
 
 // handleServiceError hands an error the handling of an entry returned to

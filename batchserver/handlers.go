@@ -89,16 +89,7 @@ func (p *Plugin) runHandler(ec *entryCtx, e *codec.Entry, h server.Handler, dst 
 	if res == nil {
 		return nil, ErrNoHandlerReply
 	}
-	if len(res.Metadata) > 0 {
-		rm := ec.metadata(&ec.resMeta)
-		ec.metaMu.Lock()
-		for k, v := range res.Metadata {
-			if k != protocol.ServiceError {
-				rm[k] = v
-			}
-		}
-		ec.metaMu.Unlock()
-	}
+	ec.addResponseMetadata(res.Metadata)
 	if res.MessageStatusType() == protocol.Error {
 		return nil, errors.New(res.Metadata[protocol.ServiceError])
 	}

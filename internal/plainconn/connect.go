@@ -80,14 +80,7 @@ func Connect(ctx context.Context, pc *client.Client, opt client.Option, network,
 		}
 		return err
 	}
-	predialed.Store(pc, conn)
-	if err := pc.Connect(predialedNetwork, addr); err != nil {
-		if c, ok := predialed.LoadAndDelete(pc); ok {
-			c.(net.Conn).Close()
-		}
-		return err
-	}
-	return nil
+	return connectPredialed(pc, addr, conn)
 }
 
 // Adopt makes pc take conn, a connection to addr already dialled (over
@@ -96,6 +89,12 @@ func Connect(ctx context.Context, pc *client.Client, opt client.Option, network,
 // pc's ConnCreated plugins on it, which the caller's plugins skip for
 // conn. On failure conn is closed.
 func Adopt(pc *client.Client, addr string, conn net.Conn) error {
+	return connectPredialed(pc, addr, conn)
+}
+
+// connectPredialed makes pc's Connect take conn (see predialed); on
+// failure conn is closed.
+func connectPredialed(pc *client.Client, addr string, conn net.Conn) error {
 	predialed.Store(pc, conn)
 	if err := pc.Connect(predialedNetwork, addr); err != nil {
 		if c, ok := predialed.LoadAndDelete(pc); ok {
