@@ -47,11 +47,17 @@ var accepted = []Accepted{
 	},
 	{
 		ID: "go-ends-at-deadline", Item: "kept",
-		Desc: "Go's call ends with the context's error at its deadline; rpcx's Go waits for the reply (docs/compatibility.md, client behaviour)",
+		Desc: "Go's call ends with the context's error at its deadline; rpcx's Go waits for the reply, and for one that never comes (a hung server, a lost reply) it never completes (docs/compatibility.md, client behaviour)",
 		Explain: whole(func(sc *Scenario, d Diff) bool {
 			c := callOf(sc, d)
-			return c != nil && c.Op == opGo && c.Deadline != 0 && callerField(d) &&
-				(d.Where == "reply" || d.Where == "go.resmetadata" || strings.HasPrefix(d.Where, "err"))
+			if c == nil || c.Op != opGo || c.Deadline == 0 || !callerField(d) {
+				return false
+			}
+			// rpcx's Go that never completes records nothing past the
+			// explorer's guard.
+			hung := d.Where == "guard" && strings.HasPrefix(d.Plain, "Go did not return") && d.Batch == absent ||
+				d.Plain == absent && d.Batch != absent
+			return hung || d.Where == "reply" || d.Where == "go.resmetadata" || strings.HasPrefix(d.Where, "err")
 		}),
 	},
 	{
