@@ -103,14 +103,40 @@ var accepted = []Accepted{
 	},
 	{
 		ID: "hung-server", Item: "kept",
-		Desc: "a server that accepts and never answers is connected to as often as the drop-in's connects and redials ask (its lane handshake times out, and the connect is tried again), not once per rpcx dial: its accepts and the client's ClientConnectionClose differ in count",
-		Explain: whole(func(sc *Scenario, d Diff) bool {
-			return sc != nil && sc.has(roleHung) && (d.Hook == "ClientConnectionClose" || d.Hook == "accept") && d.Field == ""
-		}),
+		Desc: "a server that accepts and never answers is given up as frozen after the lanes' heartbeat timeout (2 s): a call still waiting on it then fails with ErrPeerDown (\"i/o timeout\"), where rpcx's waits for its deadline, and the server is connected to again as often as the drop-in's connects and redials ask, not once per rpcx dial: its accepts and the client's connection hooks differ in count (docs/semantics.md: frozen peers)",
+		Explain: func(sc *Scenario, d Diff) (Diff, bool) {
+			if sc == nil || !sc.has(roleHung) {
+				return d, false
+			}
+			if (d.Hook == "ClientConnectionClose" || d.Hook == "accept" ||
+				(d.Hook == "ConnCreated" || d.Hook == "ClientConnected") && d.Plain == "" && reHungRemote.MatchString(d.Batch)) && d.Field == "" {
+				d.Batch = d.Plain
+				return d, true
+			}
+			// A call the heartbeat timeout failed before its deadline: its
+			// error, and what the client's PostCall and Inform's receipts
+			// show of it, read as rpcx's deadline would.
+			if !reHungGivenUp.MatchString(d.Batch) || !strings.Contains(d.Plain, "deadline exceeded") {
+				return d, false
+			}
+			if callOf(sc, d) == nil || !(callerField(d) || d.Where == "client" && d.Hook == "PostCall" && d.Field == "err") {
+				return d, false
+			}
+			d.Batch = d.Plain
+			return d, true
+		},
 	},
 }
 
 var rePeerDown = regexp.MustCompile(`batchclient: peer down: [^:]+: `)
+
+// reHungGivenUp is the error of a call a hung server's heartbeat timeout
+// failed (peer-down-wraps-dial may have taken its ErrPeerDown prefix off
+// already); reHungRemote a connection hook's event on a hung server.
+var (
+	reHungGivenUp = regexp.MustCompile(`read tcp 127\.0\.0\.1:PORT->hung\d+: i/o timeout`)
+	reHungRemote  = regexp.MustCompile(`remote=hung\d+`)
+)
 
 // whole is an Explain that accepts the differences pred names whole.
 func whole(pred func(sc *Scenario, d Diff) bool) func(*Scenario, Diff) (Diff, bool) {
