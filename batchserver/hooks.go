@@ -116,11 +116,12 @@ func (h *hookContainer) DoPreReadRequest(ctx context.Context) error {
 // a lane's upkeep (see hookContainer); a connection's first handshake
 // marks it as a lane.
 func (h *hookContainer) DoPostReadRequest(ctx context.Context, r *protocol.Message, e error) error {
+	if e == nil && isFrame(r) {
+		return nil
+	}
 	m := h.lane(ctx)
 	if e == nil {
 		switch {
-		case isFrame(r):
-			return nil
 		case m != nil && r.IsHeartbeat() && m.upkeep(time.Now()):
 			return nil
 		case m == nil && r.ServicePath == codec.ServicePath && r.ServiceMethod == codec.MethodHandshake:
