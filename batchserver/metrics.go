@@ -42,60 +42,72 @@ func newServerMetrics(r metrics.Registry) *serverMetrics {
 // registerGauges adds the plugin to the gauges of its registry, read on
 // demand: the connections the plugins keep batch state for, and the
 // goroutines their workers keep parked for reuse. Plugins that share a
-// registry (WithMetrics) are summed, as their counters are.
+// registry (WithMetrics) are summed, as their counters are; the gauge
+// itself holds the plugins, so they live as long as the registry.
 func (p *Plugin) registerGauges() {
-	v, _ := gaugeSets.LoadOrStore(p.opts.Registry, &gaugeSet{})
-	gs := v.(*gaugeSet)
-	gs.mu.Lock()
-	gs.plugins = append(gs.plugins, p)
-	gs.mu.Unlock()
 	r := p.opts.Registry
-	r.GetOrRegister("rpcxbatch.server.connections", metrics.NewFunctionalGauge(func() int64 {
-		return gs.sum(func(p *Plugin) int64 {
+	for name, f := range map[string]func(*Plugin) int64{
+		"rpcxbatch.server.connections": func(p *Plugin) int64 {
 			p.connMu.Lock()
 			defer p.connMu.Unlock()
 			return int64(len(p.conns))
-		})
-	}))
-	r.GetOrRegister("rpcxbatch.server.workers.parked", metrics.NewFunctionalGauge(func() int64 {
-		return gs.sum(func(p *Plugin) int64 { return int64(p.workers.idleCount()) })
-	}))
-}
-
-// unregisterGauges takes the plugin out of its registry's gauges.
-func (p *Plugin) unregisterGauges() {
-	v, ok := gaugeSets.Load(p.opts.Registry)
-	if !ok {
-		return
-	}
-	gs := v.(*gaugeSet)
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	for i, q := range gs.plugins {
-		if q == p {
-			gs.plugins = append(gs.plugins[:i], gs.plugins[i+1:]...)
-			break
+		},
+		"rpcxbatch.server.workers.parked": func(p *Plugin) int64 { return int64(p.workers.idleCount()) },
+	} {
+		if g, ok := r.GetOrRegister(name, func() metrics.Gauge { return &pluginGauge{read: f} }).(*pluginGauge); ok {
+			g.add(p)
 		}
 	}
 }
 
-// gaugeSets holds, per registry, the plugins its gauges sum over.
-var gaugeSets sync.Map // metrics.Registry -> *gaugeSet
+// unregisterGauges takes the plugin out of its registry's gauges.
+func (p *Plugin) unregisterGauges() {
+	for _, name := range []string{"rpcxbatch.server.connections", "rpcxbatch.server.workers.parked"} {
+		if g, ok := p.opts.Registry.Get(name).(*pluginGauge); ok {
+			g.remove(p)
+		}
+	}
+}
 
-// gaugeSet is the plugins that report to one registry.
-type gaugeSet struct {
+// pluginGauge is a gauge that sums read over the plugins reporting to its
+// registry.
+type pluginGauge struct {
+	read    func(*Plugin) int64
 	mu      sync.Mutex // guards plugins
 	plugins []*Plugin
 }
 
-// sum adds up f over the set's plugins.
-func (gs *gaugeSet) sum(f func(*Plugin) int64) int64 {
-	gs.mu.Lock()
-	ps := append([]*Plugin(nil), gs.plugins...)
-	gs.mu.Unlock()
+func (g *pluginGauge) add(p *Plugin) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.plugins = append(g.plugins, p)
+}
+
+func (g *pluginGauge) remove(p *Plugin) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, q := range g.plugins {
+		if q == p {
+			g.plugins = append(g.plugins[:i], g.plugins[i+1:]...)
+			return
+		}
+	}
+}
+
+// Value sums the gauge over its plugins.
+func (g *pluginGauge) Value() int64 {
+	g.mu.Lock()
+	ps := append([]*Plugin(nil), g.plugins...)
+	g.mu.Unlock()
 	var n int64
 	for _, p := range ps {
-		n += f(p)
+		n += g.read(p)
 	}
 	return n
 }
+
+// Snapshot returns the gauge's value now, as go-metrics' gauges do.
+func (g *pluginGauge) Snapshot() metrics.Gauge { return metrics.GaugeSnapshot(g.Value()) }
+
+// Update panics, as a functional gauge's does: the plugins set it.
+func (g *pluginGauge) Update(int64) { panic("Update called on a pluginGauge") }
