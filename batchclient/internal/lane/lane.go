@@ -16,93 +16,90 @@ import (
 // write. A caller of Call that finds the lane quiet writes its frame
 // itself (combine.go); the socket has one owner at a time.
 type Lane struct {
+	// Set by newLane and not changed after.
 	cfg  Config // what the lane reads from its client (config.go)
 	addr string // the address as the client's table knows it
 	conn net.Conn
 	hs   codec.Handshake
-	// caps are the client's, lowered to the server's.
-	batchCap, frameBytes int
+	// caps are the client's, lowered to the server's; window is the
+	// entries the server lets the lane keep unfinished.
+	batchCap, frameBytes, window int
+	// combine says callers may write their own frames: only when
+	// combining is on (the default; SetCombining, for tests) and not
+	// over TLS, whose connection a write timeout breaks.
+	combine bool
+	wake    chan struct{} // cap 1: the queue went from empty to non-empty
+	dead    chan struct{} // closed by fail, under qmu
+	drained chan struct{} // closed when a draining lane has no call left (drain.go)
+	pending *pendingTable // calls waiting for their replies (pending.go)
 
-	// qmu guards the queue and the writer's window: queue, qBytes,
-	// inWrite, waiting, unfinished, room (closed and replaced under it),
-	// deadErr with the closing of dead, drainErr, and wbusy, the socket's
-	// ownership (combine.go). qLen and qBytesNow
-	// are written only under it, so they never disagree with what it
-	// guards for longer than one critical section; the byte window (bw),
-	// reserved, resBytes and lastSize are atomics of their own.
-	qmu  sync.Mutex
-	qLen atomic.Int32 // len(queue), readable without qmu
-	// qBytesNow mirrors qBytes+inWrite for admit's lock-free check.
-	qBytesNow atomic.Int64
-	// waiting counts callers blocked for room (under qmu).
+	// qmu guards the fields below, up to ws. They are one concern, what
+	// may be written next and by whom: a caller admits an entry against
+	// the lane's end, drain, retirement and room, and queues it, in one
+	// critical section; the writer takes entries within the window and
+	// claims the socket (wbusy) in one. Split, a call would take two or
+	// three locks where it takes one.
+	qmu   sync.Mutex
+	queue []*entry
+	// qBytes is the bytes queued; inWrite the bytes the writer took and
+	// has not written yet (queue.go).
+	qBytes, inWrite int
+	// waiting counts callers blocked for room; room is closed (and
+	// replaced) to wake them.
 	waiting int
+	room    chan struct{}
+	// unfinished counts entries written and not yet answered (calls) or
+	// credited back (casts, sends); the writer keeps it within window, the
+	// server's bound on what one lane may make it hold. peakUnfinished
+	// is its peak since PeakUnfinished last read it.
+	unfinished, peakUnfinished int
+	// wbusy says the socket has an owner: the writer goroutine or a
+	// caller writing its own frame (combine.go).
+	wbusy bool
+	// deadErr is set before dead is closed; drainErr refuses entries once
+	// the server said it shuts down (drain.go); retireErr once the peer
+	// retires the lane (retire.go).
+	deadErr, drainErr, retireErr error
+	keyIndex, keyLanes           int // SetKeySlot
+	// queuedTotal and nonCallTotal count the entries ever queued and the
+	// casts and sends among them, takenTotal those the writer took,
+	// writtenTotal those of them written (fences, retire.go).
+	queuedTotal, nonCallTotal uint64
+	takenTotal, writtenTotal  uint64
+
+	// ws is the socket owner's (wbusy's holder), used by no one else.
+	ws writerState
+
+	// Atomics, read without qmu. qLen (len(queue)) and qBytesNow
+	// (qBytes+inWrite, for admit's lock-free check) are written only
+	// under qmu, so they never disagree with it for longer than one
+	// critical section.
+	qLen      atomic.Int32
+	qBytesNow atomic.Int64
 	// reserved counts places admit gave callers that have not yet queued
-	// their entry (they are encoding it) nor given the place back.
-	reserved atomic.Int32
+	// their entry (they are encoding it) nor given the place back;
 	// resBytes is the bytes those places stand for (queue.go); lastSize
 	// is the size of the entry last queued, admit's guess for the next.
+	reserved           atomic.Int32
 	resBytes, lastSize atomic.Int64
 	// payloadHint is the size of the payload last encoded: what a fresh
 	// entry's buffer starts with (entry.go).
 	payloadHint atomic.Int64
-	// unfinished counts entries written and not yet answered (calls) or
-	// credited back (casts, sends); the writer keeps it within window, the
-	// server's bound on what one lane may make it hold.
-	unfinished int
-	window     int
-	bw         byteWindow // the byte window (bytewindow.go)
-	queue      []*entry
-	qBytes     int
-	inWrite    int           // bytes the writer took and has not written yet (queue.go)
-	room       chan struct{} // closed (and replaced) to wake callers waiting for room
-	wake       chan struct{} // cap 1: the queue went from empty to non-empty
-	dead       chan struct{} // closed by fail
-	deadErr    error         // set before dead is closed
+	bw          byteWindow // the byte window (bytewindow.go)
+	// callerFrames counts the frames callers wrote themselves,
+	// writerFrames those the writer goroutine began (counted as each is
+	// built, before its write).
+	callerFrames, writerFrames atomic.Int64
+	lastRecv                   atomic.Int64  // unix nanos of the last bytes read
+	lastTraffic                atomic.Int64  // see LastTraffic (liveness.go)
+	lastSent                   atomic.Int64  // unix nanos of the last complete write
+	owedSince, owedWritten     atomic.Int64  // see liveness.go
+	draining                   atomic.Bool   // the server said it shuts down (drain.go)
+	credited                   atomic.Uint64 // casts and sends the server credited back (the reader's)
 
-	pending *pendingTable // calls waiting for their replies (pending.go)
-
-	// wbusy says the socket has an owner: the writer goroutine or a
-	// caller writing its own frame (combine.go). ws is the owner's.
-	wbusy bool
-	ws    writerState
-	// combine says callers may write their own frames: only when
-	// combining is on (the default; SetCombining, for tests) and not
-	// over TLS, whose connection a write timeout breaks; callerFrames
-	// counts those they wrote, writerFrames those the writer goroutine
-	// began (counted as each is built, before its write).
-	combine      bool
-	callerFrames atomic.Int64
-	writerFrames atomic.Int64
-
-	lastRecv atomic.Int64 // unix nanos of the last bytes read
-	// lastTraffic: see LastTraffic (liveness.go).
-	lastTraffic atomic.Int64
-	lastSent    atomic.Int64 // unix nanos of the last complete write
-	// owedSince, owedWritten: see liveness.go.
-	owedSince, owedWritten atomic.Int64
+	drainedOnce sync.Once
 	// wg counts the writer and the reader; Close waits for them.
 	wg sync.WaitGroup
-
-	// Draining (see drain.go): drainErr (under qmu) refuses entries once
-	// the server said it is shutting down; drained is closed when no call
-	// waits for a reply any more.
-	drainErr    error
-	draining    atomic.Bool
-	drained     chan struct{}
-	drainedOnce sync.Once
-
-	// Retiring and fences (retire.go), under qmu: retireErr refuses new
-	// entries once the peer retires the lane; queuedTotal and
-	// nonCallTotal count the entries ever queued and the casts and sends
-	// among them, takenTotal those the writer took, writtenTotal those of
-	// them written. credited counts the casts and sends the server
-	// credited back (the reader's).
-	retireErr                 error
-	keyIndex, keyLanes        int // SetKeySlot
-	peakUnfinished            int // PeakUnfinished
-	queuedTotal, nonCallTotal uint64
-	takenTotal, writtenTotal  uint64
-	credited                  atomic.Uint64
 
 	load load // how busy the lane is (load.go)
 }
