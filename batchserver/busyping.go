@@ -72,12 +72,14 @@ func (pp *poolPinger) run() {
 // or it is stuck on this connection.
 func (c *conn) ping() {
 	c.replyMu.Lock()
-	if c.broken || c.writing {
-		c.replyMu.Unlock()
-		return
+	start := !c.broken && c.claimWriterLocked()
+	if start {
+		c.pingWanted.Store(true)
 	}
-	c.pingWanted.Store(true)
-	c.kickLocked(false, false)
+	c.replyMu.Unlock()
+	if start {
+		c.startWriter()
+	}
 }
 
 // appendPing appends a server heartbeat: an rpcx heartbeat message, which

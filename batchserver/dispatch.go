@@ -86,7 +86,7 @@ func (p *Plugin) runCall(c *conn, ec *entryCtx, e *codec.Entry, fc *fastcodec.Co
 	payload, how, err := p.guarded(ec, e, dst, fc)
 	if err == nil {
 		if call {
-			p.reply(c, ec, e, payload, nil, "", true)
+			p.reply(c, ec, e, payload, nil, "")
 		}
 		return
 	}
@@ -102,7 +102,7 @@ func (p *Plugin) runCall(c *conn, ec *entryCtx, e *codec.Entry, fc *fastcodec.Co
 		p.handleServiceError(err)
 	}
 	if call {
-		p.reply(c, ec, e, payload, err, text, true)
+		p.reply(c, ec, e, payload, err, text)
 	}
 	if how == errAuth && p.s.HandleServiceError != nil {
 		// After the response, as rpcx's read loop calls it.

@@ -111,10 +111,10 @@ func (p *Plugin) refuse(c *conn, ec *entryCtx, e *codec.Entry, err error) {
 	defer ec.end()
 	p.metrics.errRefused.Inc(1)
 	if e.Kind == codec.KindCall {
-		p.reply(c, ec, e, nil, err, p.errorText(ec, e, nil, err), false)
+		p.reply(c, ec, e, nil, err, p.errorText(ec, e, nil, err))
 	} else {
 		p.preWriteOneway(ec, err)
-		c.credit(ec.frame, false)
+		c.credit(ec.frame)
 	}
 	if h := p.s.HandleServiceError; h != nil && !errors.Is(err, server.ErrReqReachLimit) {
 		h(err)
@@ -151,9 +151,8 @@ func (p *Plugin) preWriteOneway(ec *entryCtx, err error) {
 // metadata or status), and PostWriteResponse runs once the reply is handed
 // to the connection's writer (as rpcx runs it with AsyncWrite: the reply
 // shares one write with others); not for a response rpcx writes without
-// them (entryCtx.direct). own is true on the goroutine that ran the call,
-// which then writes the reply itself when no writer runs (conn.kickLocked).
-func (p *Plugin) reply(c *conn, ec *entryCtx, e *codec.Entry, payload []byte, err error, text string, own bool) {
+// them (entryCtx.direct).
+func (p *Plugin) reply(c *conn, ec *entryCtx, e *codec.Entry, payload []byte, err error, text string) {
 	// Compressed as rpcx compresses the response to a compressed request.
 	rp := codec.Reply{ID: e.ID, Payload: payload, CompressType: e.CompressType}
 	if resMeta := ec.responseMetadata(); len(resMeta) > 0 {
@@ -164,7 +163,7 @@ func (p *Plugin) reply(c *conn, ec *entryCtx, e *codec.Entry, payload []byte, er
 	}
 	hs := ec.hooks()
 	if ec.req == nil || ec.direct || hs&(hookPreWrite|hookPostWrite) == 0 {
-		c.queueReply(rp, ec.frame, own)
+		c.queueReply(rp, ec.frame)
 		return
 	}
 	res := responseMessage(ec.req, &rp)
@@ -182,7 +181,7 @@ func (p *Plugin) reply(c *conn, ec *entryCtx, e *codec.Entry, payload []byte, er
 		// may still read res.Payload: the writer gets a copy.
 		rp.Payload = append(c.replyBufs.get(), rp.Payload...)
 	}
-	c.queueReply(rp, ec.frame, own)
+	c.queueReply(rp, ec.frame)
 	if hs&hookPostWrite != 0 {
 		defer p.recoverHook("PostWriteResponse", ec.req)
 		_ = p.hooks.PluginContainer.DoPostWriteResponse(ctx, ec.req, res, err)

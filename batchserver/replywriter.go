@@ -8,23 +8,20 @@ import (
 )
 
 // The reply side of a connection: replies and credits queued by the
-// entries that finished, and the one writer that frames them (a goroutine
-// of its own, or the finishing entry itself on a quiet connection).
+// entries that finished, and the one goroutine that frames and writes
+// them (the connection's writer, started on demand).
 
 func (c *conn) queuedReplies() int { return int(c.nReply.Load()) }
 
 // queueReply hands a call's reply to the connection's writer; the reply
 // also gives the call's place in the window back to the lane, and its
-// frame's bytes once the call was the frame's last unfinished entry. With
-// own, the caller is the goroutine that ran the call, and when no writer
-// runs and no other entry is unfinished it writes the reply itself (see
-// kickLocked).
-func (c *conn) queueReply(rp codec.Reply, fr *frameHold, own bool) {
+// frame's bytes once the call was the frame's last unfinished entry.
+func (c *conn) queueReply(rp codec.Reply, fr *frameHold) {
 	c.frameDone(fr)
 	c.replyMu.Lock()
 	// Under replyMu, with the reply queued in the same step: a drain that
 	// sees no entry in flight sees its reply (conn.idle).
-	left := c.inflight.Add(-1)
+	c.inflight.Add(-1)
 	if c.broken {
 		c.replyMu.Unlock()
 		return
@@ -32,80 +29,63 @@ func (c *conn) queueReply(rp codec.Reply, fr *frameHold, own bool) {
 	c.replies = append(c.replies, c.capReply(rp))
 	c.unwritten.Add(1)
 	c.nReply.Store(int32(len(c.replies)))
-	c.kickLocked(own && left == 0, true)
+	start := c.claimWriterLocked()
+	c.replyMu.Unlock()
+	if start {
+		c.startWriter()
+	}
 }
 
 // credit records a finished cast or send: its place in the lane's window
 // (and its frame's bytes, once it was the frame's last unfinished entry)
-// goes back to the client in the next credit message. own is as for
-// queueReply.
-func (c *conn) credit(fr *frameHold, own bool) {
+// goes back to the client in the next credit message.
+func (c *conn) credit(fr *frameHold) {
 	c.frameDone(fr)
-	left := c.inflight.Add(-1)
+	c.inflight.Add(-1)
 	c.credits.Add(1)
 	c.replyMu.Lock()
-	if c.broken {
-		c.replyMu.Unlock()
-		return
-	}
-	c.kickLocked(own && left == 0, false)
-}
-
-// kickLocked starts the writer unless it runs; it unlocks replyMu.
-//
-// With own, the caller is the goroutine that ran the connection's last
-// unfinished entry, whose reply or credit it just queued, and it becomes
-// the writer itself (flat combining): no goroutine start, no hand-off on
-// a quiet connection. With other entries unfinished, a writer goroutine
-// settles for their replies (settle.Settle): writing at once shipped
-// smaller frames. Only entries' goroutines write in place: the delivery
-// path, the send queue, heartbeats and drain notices hand the writing to
-// a goroutine of its own, so that a slow socket never holds them up.
-//
-// reply says own queued a call's reply, whose caller waits: the goroutine
-// writes at once (see writeLoop); a cast's credit settles first, so that
-// the credits of the casts on their way go in one message.
-func (c *conn) kickLocked(own, reply bool) {
-	start := !c.writing
-	c.writing = true
+	start := !c.broken && c.claimWriterLocked()
 	c.replyMu.Unlock()
-	switch {
-	case !start:
-	case own && reply:
-		c.p.tasks.run(c.writeOwnReply)
-	case own:
-		c.p.tasks.run(c.writeReplies)
-	default:
-		c.p.tasks.spawn(c.writeReplies)
+	if start {
+		c.startWriter()
 	}
 }
 
-// writeReplies is the connection's writer goroutine (see writeLoop), or
-// a cast's goroutine writing its credit in place.
-func (c *conn) writeReplies() { c.writeLoop(false) }
+// claimWriterLocked reports whether the caller, holding replyMu, is to
+// start the connection's writer: none runs, and from now on one counts as
+// running (writing), so that only one caller starts it.
+func (c *conn) claimWriterLocked() bool {
+	if c.writing {
+		return false
+	}
+	c.writing = true
+	return true
+}
 
-// writeOwnReply is writeLoop run by the goroutine of the connection's
-// last unfinished entry, a call, which just queued its reply (see
-// kickLocked).
-func (c *conn) writeOwnReply() { c.writeLoop(true) }
-
-// writeLoop is the connection's only writer of replies and credits. It
-// takes whatever is queued, up to the caps, writes it as one frame with one
-// Write, and repeats until nothing is left; it never waits for more.
+// startWriter starts the writer the caller claimed (claimWriterLocked),
+// after it unlocked replyMu.
 //
-// A writer goroutine settles first (settle.Settle): freshly started, it
-// runs ahead of the entry goroutines of the same frame that are about to
-// reply, and lets them queue. A call's goroutine writing its reply in
-// place (replyNow) does not: no other entry of its connection was
-// unfinished, so its settle would only yield for nothing, before the
-// reply's write and after it. After its first frame it settles, as a
-// writer goroutine does, only for replies queued already (by frames that
-// came while it wrote).
-func (c *conn) writeLoop(replyNow bool) {
-	for first := true; ; first = false {
-		if !replyNow || (!first && c.queuedReplies() > 0) {
-			settle.Settle(c.queuedReplies, c.p.opts.BatchCap, c.p.workers.waiting)
-		}
+// The writer is the only path to the socket for replies, credits, drain
+// notices and server heartbeats (rpcx's own writes aside, see
+// writeFrame). It is a goroutine started when there is something to write
+// and ended when nothing is left, so that an idle connection holds no
+// goroutine beside rpcx's read loop, as on plain rpcx. An entry's
+// goroutine that wrote its own reply on a quiet connection (handing the
+// socket from one to the next) was no faster in BenchmarkCall or
+// BenchmarkCast at one goroutine or a hundred (docs/performance-history.md,
+// "reply writer"), and a slow socket then held up a handler's goroutine.
+func (c *conn) startWriter() { c.p.tasks.spawn(c.writeReplies) }
+
+// writeReplies is the connection's writer: it takes whatever is queued, up
+// to the caps, writes it as one frame with one Write, and repeats until
+// nothing is left; it never waits for more.
+//
+// Before each take it settles (settle.Settle): freshly started, it runs
+// ahead of the entry goroutines of the same frame that are about to reply,
+// and lets them queue; writing at once shipped smaller frames.
+func (c *conn) writeReplies() {
+	for {
+		settle.Settle(c.queuedReplies, c.p.opts.BatchCap, c.p.workers.waiting)
 		c.replyMu.Lock()
 		batch := c.replies
 		credits := c.credits.Swap(0)

@@ -61,7 +61,7 @@ func (c *conn) runSends() {
 			it := &batch[i]
 			if it.fence {
 				// Every send before it has run.
-				c.queueReply(codec.Reply{ID: it.e.ID, Status: codec.StatusOK}, it.fr, false)
+				c.queueReply(codec.Reply{ID: it.e.ID, Status: codec.StatusOK}, it.fr)
 				batch[i] = sendItem{}
 				continue
 			}
@@ -69,7 +69,7 @@ func (c *conn) runSends() {
 				it.ec = entryContext(c, it.e, it.fr.arrived, it.fr)
 			}
 			c.p.runSend(c, it.ec, it.e)
-			c.credit(it.fr, false)
+			c.credit(it.fr)
 			batch[i] = sendItem{}
 		}
 		q.mu.Lock()

@@ -315,9 +315,9 @@ func (c *conn) idle() (settled, flushed bool) {
 func (c *conn) noticeDrain() {
 	c.drainNotice.Store(true)
 	c.replyMu.Lock()
-	if c.broken {
-		c.replyMu.Unlock()
-		return
+	start := !c.broken && c.claimWriterLocked()
+	c.replyMu.Unlock()
+	if start {
+		c.startWriter()
 	}
-	c.kickLocked(false, false)
 }

@@ -49,7 +49,7 @@ func (t task) run(fc *fastcodec.Codec) {
 	}
 	t.c.p.runCall(t.c, t.ec, t.e, fc)
 	if t.e.Kind == codec.KindCast {
-		t.c.credit(t.fr, true)
+		t.c.credit(t.fr)
 	}
 }
 
@@ -138,7 +138,9 @@ func (w *workers) waiting() int { return int(w.unstarted.Load() + w.queued.Load(
 func (w *workers) run(t task) {
 	w.mu.Lock()
 	if w.takers.Load() == 0 {
-		w.handLocked(t)
+		h := w.handoffLocked(t)
+		w.mu.Unlock()
+		w.send(h)
 		return
 	}
 	w.pushLocked(t)
@@ -146,32 +148,48 @@ func (w *workers) run(t task) {
 	// entry was queued (begin looks at queued after it counts itself out
 	// of takers; here takers is read after queued has counted the entry).
 	if w.takers.Load() == 0 {
-		w.handLocked(w.popLocked())
+		h := w.handoffLocked(w.popLocked())
+		w.mu.Unlock()
+		w.send(h)
 		return
 	}
 	w.mu.Unlock()
 }
 
-// handLocked hands t to an idle goroutine, or to a new one, and unlocks
-// w.mu.
-func (w *workers) handLocked(t task) {
+// handoff is a task on its way to the goroutine that will run it: a
+// parked one (ch), or a new one (ch nil).
+type handoff struct {
+	t  task
+	ch chan task
+}
+
+// handoffLocked picks the goroutine for t, with w.mu held: the caller
+// unlocks it and then sends the handoff (send), so that no one waits on
+// w.mu while a parked goroutine is woken or a new one is started.
+func (w *workers) handoffLocked(t task) handoff {
 	w.unstarted.Add(1)
 	w.takers.Add(1)
+	h := handoff{t: t}
 	if n := len(w.idle); n > 0 {
 		// The most recently parked: its stack is the likeliest to be warm.
-		ch := w.idle[n-1].ch
+		h.ch = w.idle[n-1].ch
 		w.idle[n-1] = idleWorker{}
 		w.idle = w.idle[:n-1]
-		w.notePeakLocked()
-		w.mu.Unlock()
-		ch <- t
+	} else {
+		w.live++
+		w.most = max(w.most, w.live)
+	}
+	w.notePeakLocked()
+	return h
+}
+
+// send gives h's task to its goroutine; w.mu is not held.
+func (w *workers) send(h handoff) {
+	if h.ch != nil {
+		h.ch <- h.t
 		return
 	}
-	w.live++
-	w.most = max(w.most, w.live)
-	w.notePeakLocked()
-	w.mu.Unlock()
-	go w.loop(t)
+	go w.loop(h.t)
 }
 
 // begin counts the calling goroutine out of the takers as it begins an
@@ -196,7 +214,9 @@ func (w *workers) begin() {
 		w.procs = runtime.GOMAXPROCS(0)
 	}
 	if w.n > 0 && w.takers.Load() == 0 && len(w.idle) > 0 && w.live-len(w.idle) <= w.procs {
-		w.handLocked(w.popLocked())
+		h := w.handoffLocked(w.popLocked())
+		w.mu.Unlock()
+		w.send(h)
 		return
 	}
 	w.mu.Unlock()
@@ -218,7 +238,9 @@ func (w *workers) begin() {
 	n := 1 << w.stalls
 	w.stalls = min(w.stalls+1, maxStallShift)
 	for ; n > 0 && w.n > 0; n-- {
-		w.handLocked(w.popLocked())
+		h := w.handoffLocked(w.popLocked())
+		w.mu.Unlock()
+		w.send(h)
 		w.mu.Lock()
 	}
 	w.mu.Unlock()
