@@ -17,7 +17,9 @@ const (
 	// OverflowBlock makes the caller wait for room until its context ends;
 	// it then gets the context's error. The default.
 	OverflowBlock Overflow = iota
-	// OverflowFailFast returns ErrOverloaded at once.
+	// OverflowFailFast returns ErrOverloaded at once, without waiting for
+	// room (after one yield of the processor, so that callers retrying in
+	// a loop leave the lane's own goroutines their turn).
 	OverflowFailFast
 )
 

@@ -95,6 +95,7 @@ type Lane struct {
 	lastSent                   atomic.Int64  // unix nanos of the last complete write
 	owedSince, owedWritten     atomic.Int64  // see liveness.go
 	draining                   atomic.Bool   // the server said it shuts down (drain.go)
+	retired                    atomic.Bool   // retireErr is set (admit's lock-free refusal)
 	credited                   atomic.Uint64 // casts and sends the server credited back (the reader's)
 
 	drainedOnce sync.Once

@@ -3,6 +3,7 @@ package lane
 import (
 	"errors"
 	"fmt"
+	"runtime"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
 )
@@ -68,6 +69,19 @@ func (l *Lane) admit(size int, done <-chan struct{}, ctxErr func() error) (int, 
 		}
 	}
 slow:
+	if l.cfg.FailFast && !l.retired.Load() {
+		select {
+		case <-l.dead:
+		default:
+			// Refused without qmu. Callers that retry at once on
+			// ErrOverloaded would otherwise all queue on qmu to hear
+			// that the queue is full, and the writer, which takes it to
+			// ship what is queued, behind them: frames paused for
+			// seconds (TestRetryStormKeepsFramesFlowing). A dead or
+			// retired lane takes the slow path for its own error.
+			return 0, l.overloaded()
+		}
+	}
 	l.qmu.Lock()
 	for {
 		if err := l.roomLocked(est, done, ctxErr); err != nil {
@@ -212,6 +226,19 @@ func (l *Lane) wakeLocked() {
 	l.room = make(chan struct{})
 }
 
+// overloaded counts a fail-fast refusal and returns ErrOverloaded, after
+// yielding the processor once: the queue is full, and what makes room
+// (the lane's writer and reader) needs a processor more than the caller
+// does. A caller that retries at once on ErrOverloaded never blocks, and
+// a goroutine that never blocks keeps its processor until the runtime
+// preempts it: 50,000 of them kept the writer and the reader waiting for
+// seconds (TestRetryStormKeepsFramesFlowing).
+func (l *Lane) overloaded() error {
+	l.cfg.Metrics.ErrOverload.Inc(1)
+	runtime.Gosched()
+	return ErrOverloaded
+}
+
 // roomLocked returns, with qmu held, once the queue has room for an entry
 // of size bytes (an entry larger than QueueBytes fits an empty queue); or
 // it fails with qmu released: the lane's error, ErrOverloaded (fail-fast
@@ -239,8 +266,7 @@ func (l *Lane) roomLocked(size int, done <-chan struct{}, ctxErr func() error) e
 		}
 		if l.cfg.FailFast {
 			l.qmu.Unlock()
-			l.cfg.Metrics.ErrOverload.Inc(1)
-			return ErrOverloaded
+			return l.overloaded()
 		}
 		room := l.room
 		l.waiting++

@@ -69,6 +69,7 @@ func (l *Lane) Retire() Fence {
 	defer l.qmu.Unlock()
 	if l.retireErr == nil {
 		l.retireErr = fmt.Errorf("%w (%s)", ErrRetired, l.addr)
+		l.retired.Store(true)
 		l.wakeLocked()
 	}
 	return Fence{queued: l.queuedTotal, nonCall: l.nonCallTotal}

@@ -29,6 +29,44 @@ type Probe struct {
 	byNumber  map[uint32]int    // sends received per sequence number, all keys
 	received  int
 	reordered int
+
+	// Tick's record since the last Ticks: how many ticks came, when the
+	// last one came, and the longest time between two.
+	tickMu   sync.Mutex
+	ticks    int
+	lastTick time.Time
+	maxGap   time.Duration
+}
+
+// Tick records that an entry arrived (a cast): Ticks reports how many did
+// and the longest time between two of them, the longest pause in what
+// the child received.
+func (pr *Probe) Tick(_ context.Context, _ *testsvc.Args, _ *testsvc.Reply) error {
+	now := time.Now()
+	pr.tickMu.Lock()
+	defer pr.tickMu.Unlock()
+	if !pr.lastTick.IsZero() {
+		pr.maxGap = max(pr.maxGap, now.Sub(pr.lastTick))
+	}
+	pr.lastTick = now
+	pr.ticks++
+	return nil
+}
+
+// TickStats is what Ticks reports: the ticks since the last Ticks and the
+// longest time between two of them, in nanoseconds.
+type TickStats struct {
+	Ticks  int
+	MaxGap int64
+}
+
+// Ticks reports and resets Tick's record.
+func (pr *Probe) Ticks(_ context.Context, _ *testsvc.Args, r *TickStats) error {
+	pr.tickMu.Lock()
+	defer pr.tickMu.Unlock()
+	*r = TickStats{Ticks: pr.ticks, MaxGap: int64(pr.maxGap)}
+	pr.ticks, pr.lastTick, pr.maxGap = 0, time.Time{}, 0
+	return nil
 }
 
 // SendsIn returns in C how many "seq" sends with a sequence number in
