@@ -41,6 +41,10 @@ type restartOutcome struct {
 	lossy     int             // restarts during which a call failed
 	calls     int64
 	failed    []string
+	// unexplained are the calls that failed and did not overlap a
+	// window in which the address refused connections (from a
+	// Shutdown's start until the server listened again).
+	unexplained []string
 }
 
 // slow counts the Shutdowns that waited a poll of rpcx's (a second).
@@ -76,11 +80,14 @@ func restartUnderCalls(t *testing.T, plain bool, restarts int) restartOutcome {
 	var r testsvc.Reply
 	require.NoError(t, xc.Call(ctxT(t, 5*time.Second), "Mul", &testsvc.Args{A: 1, B: 2}, &r))
 
+	type span struct{ from, to time.Time }
 	var (
-		out  restartOutcome
-		mu   sync.Mutex
-		stop atomic.Bool
-		wg   sync.WaitGroup
+		out   restartOutcome
+		mu    sync.Mutex
+		stop  atomic.Bool
+		wg    sync.WaitGroup
+		down  []span // from each Shutdown's start until served again
+		fails []span // each failed call, from its start to its end
 	)
 	wg.Add(1)
 	go func() {
@@ -88,12 +95,14 @@ func restartUnderCalls(t *testing.T, plain bool, restarts int) restartOutcome {
 		for i := 0; !stop.Load() && i < 5000; i++ {
 			var r testsvc.Reply
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			began := time.Now()
 			err := xc.Call(ctx, "Mul", &testsvc.Args{A: i, B: 2}, &r)
 			cancel()
 			atomic.AddInt64(&out.calls, 1)
 			if err != nil {
 				mu.Lock()
 				out.failed = append(out.failed, err.Error())
+				fails = append(fails, span{began, time.Now()})
 				mu.Unlock()
 			}
 			time.Sleep(5 * time.Millisecond)
@@ -110,6 +119,9 @@ func restartUnderCalls(t *testing.T, plain bool, restarts int) restartOutcome {
 		out.shutdowns = append(out.shutdowns, time.Since(start))
 		cancel()
 		s = serveArithAt(t, addr, plain)
+		mu.Lock()
+		down = append(down, span{start, time.Now()})
+		mu.Unlock()
 		time.Sleep(300 * time.Millisecond)
 		mu.Lock()
 		if len(out.failed) > failedBefore {
@@ -119,6 +131,15 @@ func restartUnderCalls(t *testing.T, plain bool, restarts int) restartOutcome {
 	}
 	stop.Store(true)
 	wg.Wait()
+	for i, f := range fails {
+		overlaps := false
+		for _, d := range down {
+			overlaps = overlaps || (!f.to.Before(d.from) && !f.from.After(d.to))
+		}
+		if !overlaps {
+			out.unexplained = append(out.unexplained, out.failed[i])
+		}
+	}
 	return out
 }
 
@@ -129,19 +150,36 @@ func restartUnderCalls(t *testing.T, plain bool, restarts int) restartOutcome {
 // calls throughout a Shutdown-then-Serve restart loses no call plain
 // rpcx keeps. With a lane connected the plugin used to count itself in
 // rpcx's count for its drain, whatever was in flight: every Shutdown took
-// a second more (4 of 4 restarts), and calls landed in that second. A
-// call on its way at the very moment of a Shutdown makes it wait the
-// second on either path (rpcx counts the request, the plugin its frame),
-// or is cut off when rpcx closes the connections, now and then: up to
-// half the restarts more than on plain rpcx are allowed such a mishap.
+// a second more (4 of 4 restarts), and calls landed in that second.
+//
+// A call on its way at the very moment of a Shutdown makes it wait the
+// second on either path (rpcx counts the request, the plugin its frame,
+// and a frame read while the drain notices are written is counted too):
+// up to half the restarts more than on plain rpcx may take it. On a busy
+// machine that happens to the drop-in more often than to plain rpcx,
+// whose window between the Shutdown's start and rpcx's look at its count
+// has no notices to write. During that second the listener is closed, and
+// Failtry's three redials are refused on either path: so the test counts
+// slow Shutdowns against plain rpcx, and asserts that no call failed
+// outside the moments the address refused connections (a call lost on a
+// server that listened is a real loss).
 func TestShutdownThenServeLosesNoCall(t *testing.T) {
 	const restarts = 4
 	plain := restartUnderCalls(t, true, restarts)
 	batch := restartUnderCalls(t, false, restarts)
-	t.Logf("plain rpcx: Shutdowns %v, %d calls, failed %q", plain.shutdowns, plain.calls, plain.failed)
-	t.Logf("drop-in:    Shutdowns %v, %d calls, failed %q", batch.shutdowns, batch.calls, batch.failed)
+	t.Logf("plain rpcx: Shutdowns %v, %d calls, %d failed in %d restarts, first %q", plain.shutdowns, plain.calls, len(plain.failed), plain.lossy, first(plain.failed))
+	t.Logf("drop-in:    Shutdowns %v, %d calls, %d failed in %d restarts, first %q", batch.shutdowns, batch.calls, len(batch.failed), batch.lossy, first(batch.failed))
 	assert.LessOrEqual(t, batch.slow(), plain.slow()+restarts/2, "Shutdowns that waited a poll of rpcx's for the plugin")
-	assert.LessOrEqual(t, batch.lossy, plain.lossy+restarts/2, "restarts during which the drop-in lost calls")
+	assert.Empty(t, plain.unexplained, "plain rpcx: calls that failed while the server listened")
+	assert.Empty(t, batch.unexplained, "drop-in: calls that failed while the server listened")
+}
+
+// first is the first of errs, or "".
+func first(errs []string) string {
+	if len(errs) == 0 {
+		return ""
+	}
+	return errs[0]
 }
 
 // TestIdleShutdownAsQuickAsPlain: Shutdown with idle lanes connected and
