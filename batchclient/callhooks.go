@@ -63,12 +63,8 @@ func callHooks(pc client.PluginContainer) (before, after bool) {
 // error.
 func (r *rpcClient) beforeEncode(ctx context.Context, pc client.PluginContainer, seq uint64, servicePath, serviceMethod string, args any, oneway bool) (context.Context, any) {
 	st := r.bc.opts.SerializeType
-	cd := share.Codecs[st]
-	if cd == nil {
-		return ctx, args
-	}
-	data, err := cd.Encode(args)
-	if err != nil {
+	cd, data, err := plainconn.Encode(st, args)
+	if cd == nil || err != nil {
 		return ctx, args
 	}
 	req := protocol.NewMessage()

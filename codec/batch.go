@@ -84,9 +84,16 @@ type Entry struct {
 // AppendBatchHeader starts a batch frame of n entries with the given frame
 // sequence number; n calls to AppendEntry must follow.
 func AppendBatchHeader(dst []byte, frameSeq uint64, n int) []byte {
+	return appendFrameHead(dst, frameSeq, n)
+}
+
+// appendFrameHead starts a batch or reply frame: its three fields, the
+// version, the frame's number (sequence, incarnation) and the head of its
+// list of n items.
+func appendFrameHead(dst []byte, num uint64, n int) []byte {
 	dst = mpack.AppendArrayLen(dst, 3)
 	dst = mpack.AppendUint(dst, Version)
-	dst = mpack.AppendUint(dst, frameSeq)
+	dst = mpack.AppendUint(dst, num)
 	return mpack.AppendArrayLen(dst, n)
 }
 

@@ -39,10 +39,7 @@ type Reply struct {
 // AppendReplyHeader starts a reply frame of n replies, stamped with the
 // server's incarnation; n calls to AppendReply must follow.
 func AppendReplyHeader(dst []byte, incarnation uint64, n int) []byte {
-	dst = mpack.AppendArrayLen(dst, 3)
-	dst = mpack.AppendUint(dst, Version)
-	dst = mpack.AppendUint(dst, incarnation)
-	return mpack.AppendArrayLen(dst, n)
+	return appendFrameHead(dst, incarnation, n)
 }
 
 // AppendReply appends one reply to a frame started by AppendReplyHeader.

@@ -23,11 +23,10 @@ import (
 // encodes again. A serialize type with no codec is left to rpcx, which
 // fails the call with client.ErrUnsupportedCodec without reading args.
 func PreEncode(st protocol.SerializeType, args any) (any, error) {
-	cd := share.Codecs[st]
+	cd, data, err := Encode(st, args)
 	if cd == nil {
 		return args, nil
 	}
-	data, err := cd.Encode(args)
 	if err != nil {
 		return nil, err
 	}
@@ -36,6 +35,17 @@ func PreEncode(st protocol.SerializeType, args any) (any, error) {
 		data = append([]byte{}, data...)
 	}
 	return EncodedArgs(cd, data, args), nil
+}
+
+// Encode encodes args with the codec of serialize type st, as rpcx's
+// client does: cd is nil when st has none (rpcx then fails the call with
+// client.ErrUnsupportedCodec without reading args), err the codec's error.
+func Encode(st protocol.SerializeType, args any) (cd rpcxcodec.Codec, data []byte, err error) {
+	if cd = share.Codecs[st]; cd == nil {
+		return nil, nil, nil
+	}
+	data, err = cd.Encode(args)
+	return cd, data, err
 }
 
 // EncodedArgs returns arguments that the codec cd encodes as data, which
