@@ -55,7 +55,7 @@ again:
 	l, pr, k, err := c.route(ctx, addr)
 	if err != nil {
 		call.Error = err
-		lane.Deliver(call) // never blocks the caller, as rpcx's Call.done
+		plainconn.Deliver(call) // never blocks the caller, as rpcx's Call.done
 		return call
 	}
 	if pr.pc != nil {
@@ -68,7 +68,7 @@ again:
 		if err != nil {
 			pr.done()
 			call.Error = err
-			lane.Deliver(call)
+			plainconn.Deliver(call)
 			return call
 		}
 		plainGo(ctx, pr, call, args)
@@ -79,7 +79,7 @@ again:
 		// the caller is told at once, not after a round trip that races
 		// with the context's watch.
 		call.Error = err
-		lane.Deliver(call)
+		plainconn.Deliver(call)
 		return call
 	}
 	pc2 := &lane.Pending{Call: call, Keyed: k.keyed, KeyHash: k.hash, ServerTimeout: st, Response: resp}
@@ -97,7 +97,7 @@ again:
 	}
 	if err != nil {
 		call.Error = err
-		lane.Deliver(call) // never blocks the caller, as rpcx's Call.done
+		plainconn.Deliver(call) // never blocks the caller, as rpcx's Call.done
 		return call
 	}
 	if ctx.Done() != nil {
@@ -140,12 +140,7 @@ again:
 		return err
 	}
 	if pr.pc != nil {
-		if st {
-			ctx = withServerTimeout(ctx)
-		}
-		err := plainCall(ctx, pr.pc, c.opts.RPCX.SerializeType, servicePath, serviceMethod, args, reply)
-		pr.done()
-		return err
+		return c.callPlain(ctx, pr, st, servicePath, serviceMethod, args, reply)
 	}
 	if err := ctx.Err(); err != nil {
 		// An ended context fails the call at once, unsent: the server
@@ -341,14 +336,9 @@ again:
 		return err
 	}
 	if pr.pc != nil {
-		if st {
-			ctx = withServerTimeout(ctx)
-		}
 		// An rpcx oneway call completes once it is written: rpcx writes
 		// it on a goroutine of its own, whose outcome this waits for.
-		err := plainCall(ctx, pr.pc, c.opts.RPCX.SerializeType, servicePath, serviceMethod, args, nil)
-		pr.done()
-		return err
+		return c.callPlain(ctx, pr, st, servicePath, serviceMethod, args, nil)
 	}
 	_, _, err = l.Submit(ctx, codec.KindCast, &lane.Pending{Call: &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args},
 		Keyed: k.keyed, KeyHash: k.hash, ServerTimeout: st}, false)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"reflect"
 
 	"github.com/smallnest/rpcx/client"
 	rpcxcodec "github.com/smallnest/rpcx/codec"
@@ -64,12 +63,8 @@ func callHooks(pc client.PluginContainer) (before, after bool) {
 // error.
 func (r *rpcClient) beforeEncode(ctx context.Context, pc client.PluginContainer, seq uint64, servicePath, serviceMethod string, args any, oneway bool) (context.Context, any) {
 	st := r.bc.opts.SerializeType
-	cd := share.Codecs[st]
-	if cd == nil {
-		return ctx, args
-	}
-	data, err := cd.Encode(args)
-	if err != nil {
+	cd, data, err := plainconn.Encode(st, args)
+	if cd == nil || err != nil {
 		return ctx, args
 	}
 	req := protocol.NewMessage()
@@ -103,38 +98,10 @@ func (r *rpcClient) beforeEncode(ctx context.Context, pc client.PluginContainer,
 }
 
 // payloadArgs returns arguments that the codec cd encodes as payload, a
-// ClientBeforeEncode plugin's: rpcx's msgpack, JSON and protobuf codecs
-// write plainconn.Encoded as it is (JSON compacted, as json.Marshal
-// checks what a Marshaler returns), and its byte codec a []byte. For any
-// other codec, a fresh value of args' type decoded from payload, which the
-// codec encodes again; where payload does not decode into one, args
-// itself.
+// ClientBeforeEncode plugin's (plainconn.EncodedArgs, on a copy: the
+// plugin's message is not the call's).
 func payloadArgs(cd rpcxcodec.Codec, payload []byte, args any) any {
-	payload = bytes.Clone(payload)
-	switch cd.(type) {
-	case rpcxcodec.MsgpackCodec, *rpcxcodec.MsgpackCodec,
-		rpcxcodec.JSONCodec, *rpcxcodec.JSONCodec,
-		rpcxcodec.PBCodec, *rpcxcodec.PBCodec:
-		return plainconn.Encoded(payload)
-	case rpcxcodec.ByteCodec, *rpcxcodec.ByteCodec:
-		return payload
-	}
-	t := reflect.TypeOf(args)
-	if t == nil {
-		return args
-	}
-	if t.Kind() == reflect.Pointer {
-		v := reflect.New(t.Elem())
-		if cd.Decode(payload, v.Interface()) != nil {
-			return args
-		}
-		return v.Interface()
-	}
-	v := reflect.New(t)
-	if cd.Decode(payload, v.Interface()) != nil {
-		return args
-	}
-	return v.Elem().Interface()
+	return plainconn.EncodedArgs(cd, bytes.Clone(payload), args)
 }
 
 // afterDecode runs the ClientAfterDecode plugins on the response rpcx
@@ -266,7 +233,7 @@ func (r *rpcClient) hookedGo(ctx context.Context, pc client.PluginContainer, bef
 		c := <-inner.Done
 		r.afterDecode(pc, seq, resp, servicePath, serviceMethod, args, reply, c.ResMetadata, c.Error)
 		outer.Error, outer.ResMetadata = c.Error, c.ResMetadata
-		lane.Deliver(outer)
+		plainconn.Deliver(outer)
 	}()
 	return outer
 }

@@ -12,7 +12,6 @@ import (
 
 	metrics "github.com/rcrowley/go-metrics"
 	"github.com/smallnest/rpcx/client"
-	"github.com/smallnest/rpcx/protocol"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
 	"github.com/rpcxbatch/rpcxbatch/internal/idlemem"
@@ -340,18 +339,23 @@ func (c *Client) stoppedSlotConfig(addr string) plainconn.Config {
 	}
 }
 
-// plainCall is a call over the plain rpcx client: plainconn.Call, which
-// waits on rpcx's Go within ctx, decodes the reply into a copy and fills
-// the response metadata as rpcx's Call does. args are encoded first
+// callPlain is a call (reply not nil) or a cast (reply nil) over the plain
+// rpcx client of pr, which it is done with when it returns: plainconn.Call,
+// which waits on rpcx's Go within ctx, decodes the reply into a copy and
+// fills the response metadata as rpcx's Call does. args are encoded first
 // (plainconn.PreEncode), so that rpcx, which encodes on a goroutine of its
-// own, never reads them once this has returned on ctx's end. st is the
-// plain client's serialize type.
-func plainCall(ctx context.Context, pc *client.Client, st protocol.SerializeType, servicePath, serviceMethod string, args, reply any) error {
-	args, err := plainconn.PreEncode(st, args)
-	if err != nil {
-		return err
+// own, never reads them once this has returned on ctx's end. st says the
+// call carries rpcx's server timeout (withServerTimeout).
+func (c *Client) callPlain(ctx context.Context, pr plainRef, st bool, servicePath, serviceMethod string, args, reply any) error {
+	if st {
+		ctx = withServerTimeout(ctx)
 	}
-	return plainconn.Call(ctx, pc, servicePath, serviceMethod, args, reply, plainconn.FillResMeta)
+	args, err := plainconn.PreEncode(c.opts.RPCX.SerializeType, args)
+	if err == nil {
+		err = plainconn.Call(ctx, pr.pc, servicePath, serviceMethod, args, reply, plainconn.FillResMeta)
+	}
+	pr.done()
+	return err
 }
 
 // plainGo starts call over the plain rpcx client and completes it, as Go
@@ -378,6 +382,6 @@ func plainGo(ctx context.Context, pr plainRef, call *client.Call, args any) {
 		case <-ctx.Done():
 			call.Error = ctx.Err()
 		}
-		lane.Deliver(call)
+		plainconn.Deliver(call)
 	}()
 }

@@ -5,7 +5,6 @@ import (
 
 	"github.com/smallnest/rpcx/client"
 
-	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
 	"github.com/rpcxbatch/rpcxbatch/internal/plainconn"
 )
 
@@ -26,11 +25,7 @@ func (c *Client) callOversize(ctx context.Context, addr, servicePath, serviceMet
 	if err != nil {
 		return err
 	}
-	defer pr.done()
-	if st {
-		ctx = withServerTimeout(ctx)
-	}
-	return plainCall(ctx, pr.pc, c.opts.RPCX.SerializeType, servicePath, serviceMethod, args, reply)
+	return c.callPlain(ctx, pr, st, servicePath, serviceMethod, args, reply)
 }
 
 // goOversize starts call, too large for a frame, as a plain rpcx request
@@ -49,5 +44,5 @@ func (c *Client) goOversize(ctx context.Context, addr string, call *client.Call,
 		pr.done()
 	}
 	call.Error = err
-	lane.Deliver(call) // never blocks the caller, as rpcx's Call.done
+	plainconn.Deliver(call) // never blocks the caller, as rpcx's Call.done
 }

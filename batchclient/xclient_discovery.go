@@ -153,11 +153,8 @@ func (d *batchDiscovery) forward(in chan []*client.KVPair, stop, done chan struc
 func (d *batchDiscovery) RemoveWatcher(ch chan []*client.KVPair) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for i, w := range d.watchers {
-		if w == ch {
-			d.watchers = append(d.watchers[:i], d.watchers[i+1:]...)
-			return
-		}
+	if i := slices.Index(d.watchers, ch); i >= 0 {
+		d.watchers = slices.Delete(d.watchers, i, i+1)
 	}
 }
 

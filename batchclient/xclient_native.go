@@ -10,6 +10,7 @@ import (
 	"github.com/smallnest/rpcx/share"
 
 	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
+	"github.com/rpcxbatch/rpcxbatch/internal/plainconn"
 )
 
 // The drop-in's own call path. rpcx's XClient spends more per call than
@@ -253,12 +254,12 @@ func (x *xClient) Go(ctx context.Context, serviceMethod string, args, reply any,
 			go func() {
 				defer cancel()
 				call.Error = rc.bc.cast(sctx, rc.addr, x.servicePath, serviceMethod, args, st)
-				lane.Deliver(call)
+				plainconn.Deliver(call)
 			}()
 			return call, nil
 		}
 		call.Error = rc.bc.cast(ctx, rc.addr, x.servicePath, serviceMethod, args, st)
-		lane.Deliver(call)
+		plainconn.Deliver(call)
 		return call, nil
 	}
 	return rc.bc.goCall(ctx, rc.addr, x.servicePath, serviceMethod, args, reply, done, st, nil), nil

@@ -9,7 +9,7 @@ import (
 	"github.com/smallnest/rpcx/client"
 	"github.com/smallnest/rpcx/protocol"
 
-	"github.com/rpcxbatch/rpcxbatch/batchclient/internal/lane"
+	"github.com/rpcxbatch/rpcxbatch/internal/plainconn"
 )
 
 // The RPCClient rpcx's XClient sees for one server: calls go to the
@@ -72,12 +72,12 @@ func (r *rpcClient) Go(ctx context.Context, servicePath, serviceMethod string, a
 			go func() {
 				defer cancel()
 				call.Error = r.bc.Cast(sctx, r.addr, servicePath, serviceMethod, args)
-				lane.Deliver(call)
+				plainconn.Deliver(call)
 			}()
 			return call
 		}
 		call.Error = r.bc.Cast(ctx, r.addr, servicePath, serviceMethod, args)
-		lane.Deliver(call) // never blocks the caller, as rpcx's Call.done
+		plainconn.Deliver(call) // never blocks the caller, as rpcx's Call.done
 		return call
 	}
 	return r.bc.Go(ctx, r.addr, servicePath, serviceMethod, args, reply, done)

@@ -36,8 +36,7 @@ type poolPinger struct {
 // start starts the pinging goroutine unless it runs.
 func (pp *poolPinger) start() {
 	pp.mu.Lock()
-	start := !pp.running
-	pp.running = true
+	start := claim(&pp.running)
 	pp.mu.Unlock()
 	if start {
 		pp.p.tasks.spawn(pp.run)

@@ -24,22 +24,6 @@ import (
 // A lane older than that asks only for whole frames (codec.MetaCompress):
 // rpcx inflates its batch frames, and its reply frames are compressed whole.
 
-// compressWanted returns the compress type a handshake's metadata asks
-// for: None when it asks for none, or for one rpcx has no compressor for
-// (the client then reads uncompressed reply frames, as from an older
-// server).
-func compressWanted(meta map[string]string) protocol.CompressType {
-	v, err := strconv.Atoi(meta[codec.MetaCompress])
-	if err != nil || v <= 0 || v > 0xff {
-		return protocol.None
-	}
-	ct := protocol.CompressType(v)
-	if protocol.Compressors[ct] == nil {
-		return protocol.None
-	}
-	return ct
-}
-
 // compressReplies compresses the reply frame m marks at the end of b when
 // the connection's lane asked for compression.
 func (c *conn) compressReplies(b []byte, m codec.MessageMark) []byte {
@@ -58,7 +42,10 @@ func (c *conn) laneWants(ctx *server.Context) {
 			c.compress.Store(uint32(protocol.None))
 		}
 	} else {
-		c.compress.Store(uint32(compressWanted(meta)))
+		// None when the lane asks for none, or for a type rpcx has no
+		// compressor for: the client then reads uncompressed reply
+		// frames, as from an older server.
+		c.compress.Store(uint32(codec.FrameCompressOf(meta)))
 	}
 	c.largeReplies.Store(meta[codec.MetaLargeReplies] == "1")
 }

@@ -1,6 +1,7 @@
 package batchserver
 
 import (
+	"slices"
 	"sync"
 
 	metrics "github.com/rcrowley/go-metrics"
@@ -86,11 +87,8 @@ func (g *pluginGauge) add(p *Plugin) {
 func (g *pluginGauge) remove(p *Plugin) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for i, q := range g.plugins {
-		if q == p {
-			g.plugins = append(g.plugins[:i], g.plugins[i+1:]...)
-			return
-		}
+	if i := slices.Index(g.plugins, p); i >= 0 {
+		g.plugins = slices.Delete(g.plugins, i, i+1)
 	}
 }
 

@@ -25,6 +25,15 @@ func (t *tasks) spawn(f func()) {
 	}()
 }
 
+// claim marks a goroutine of tasks that runs while its queue holds work
+// as running, with the lock that guards running held, and reports whether
+// the caller must start it: none ran.
+func claim(running *bool) bool {
+	was := *running
+	*running = true
+	return !was
+}
+
 // run runs f on the calling goroutine, owned by t while it runs: Close
 // waits for it as for a goroutine of t's.
 func (t *tasks) run(f func()) {

@@ -117,8 +117,7 @@ func (f *poolFeeder) submit(t task) {
 		f.mu.Lock()
 	}
 	f.queue = append(f.queue, t)
-	start := !f.feeding
-	f.feeding = true
+	start := claim(&f.feeding)
 	f.mu.Unlock()
 	if start {
 		f.tasks.spawn(f.feed)

@@ -36,8 +36,7 @@ func (c *conn) queueSend(it sendItem) {
 	q := &c.sends
 	q.mu.Lock()
 	q.items = append(q.items, it)
-	start := !q.running
-	q.running = true
+	start := claim(&q.running)
 	q.mu.Unlock()
 	if start {
 		c.p.tasks.spawn(c.runSends)

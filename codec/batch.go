@@ -84,9 +84,16 @@ type Entry struct {
 // AppendBatchHeader starts a batch frame of n entries with the given frame
 // sequence number; n calls to AppendEntry must follow.
 func AppendBatchHeader(dst []byte, frameSeq uint64, n int) []byte {
+	return appendFrameHead(dst, frameSeq, n)
+}
+
+// appendFrameHead starts a batch or reply frame: its three fields, the
+// version, the frame's number (sequence, incarnation) and the head of its
+// list of n items.
+func appendFrameHead(dst []byte, num uint64, n int) []byte {
 	dst = mpack.AppendArrayLen(dst, 3)
 	dst = mpack.AppendUint(dst, Version)
-	dst = mpack.AppendUint(dst, frameSeq)
+	dst = mpack.AppendUint(dst, num)
 	return mpack.AppendArrayLen(dst, n)
 }
 
@@ -141,26 +148,12 @@ func EntrySize(e *Entry) int {
 // before its entries are decoded.
 func DecodeBatch(frame []byte, maxEntries int) (frameSeq uint64, entries []Entry, err error) {
 	r := &reader{b: frame}
-	if err = r.fixed("batch frame", 3); err != nil {
+	if frameSeq, err = r.head("batch frame", 3, "frame sequence"); err != nil {
 		return 0, nil, err
 	}
-	if err = checkVersion(r); err != nil {
-		return 0, nil, err
-	}
-	if frameSeq, err = r.uint("frame sequence"); err != nil {
-		return 0, nil, err
-	}
-	n, err := r.arrayLen("entry list")
+	n, err := r.listLen("entry list", "entries", minEntryBytes, maxEntries)
 	if err != nil {
 		return 0, nil, err
-	}
-	// An encoded entry takes at least minEntryBytes: refuse a count the rest
-	// of the frame cannot hold before allocating the entries.
-	if n > r.left()/minEntryBytes {
-		return 0, nil, fmt.Errorf("%w: %d entries cannot fit in %d bytes", ErrMalformed, n, r.left())
-	}
-	if maxEntries > 0 && n > maxEntries {
-		return 0, nil, fmt.Errorf("%w: %d entries, cap %d", ErrTooManyEntries, n, maxEntries)
 	}
 	entries = make([]Entry, n)
 	var prev Entry
@@ -235,6 +228,39 @@ func decodeEntry(r *reader, e *Entry, prev *Entry) (err error) {
 		}
 	}
 	return nil
+}
+
+// head reads what every frame and message of the protocol starts with: an
+// array of fields items (what names it in errors), the protocol version
+// (checkVersion), and the number after it (first names it: a frame's
+// sequence, an incarnation).
+func (r *reader) head(what string, fields int, first string) (uint64, error) {
+	if err := r.fixed(what, fields); err != nil {
+		return 0, err
+	}
+	if err := checkVersion(r); err != nil {
+		return 0, err
+	}
+	return r.uint(first)
+}
+
+// listLen reads the length of a frame's list of items (list names it in
+// errors, items its items). An encoded item takes at least minBytes: a
+// count the rest of the frame cannot hold is refused before the caller
+// allocates the items, and so is one over maxItems (when maxItems > 0),
+// with ErrTooManyEntries.
+func (r *reader) listLen(list, items string, minBytes, maxItems int) (int, error) {
+	n, err := r.arrayLen(list)
+	if err != nil {
+		return 0, err
+	}
+	if n > r.left()/minBytes {
+		return 0, fmt.Errorf("%w: %d %s cannot fit in %d bytes", ErrMalformed, n, items, r.left())
+	}
+	if maxItems > 0 && n > maxItems {
+		return 0, fmt.Errorf("%w: %d %s, cap %d", ErrTooManyEntries, n, items, maxItems)
+	}
+	return n, nil
 }
 
 func checkVersion(r *reader) error {

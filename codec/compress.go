@@ -149,11 +149,27 @@ const MetaEntryCompress = "rpcxbatch_entry_compress"
 // under MetaEntryCompress, protocol.None when none or one rpcx has no
 // compressor for.
 func EntryCompressOf(meta map[string]string) protocol.CompressType {
-	v, err := strconv.Atoi(meta[MetaEntryCompress])
-	if err != nil || v <= 0 || v > 7 {
+	// An entry's compress type is at most 7, as the entries' decoder
+	// takes it (reader.compressType).
+	return compressNamed(meta[MetaEntryCompress], 7)
+}
+
+// FrameCompressOf returns the compress type a handshake's metadata names
+// under MetaCompress (an older lane's whole-frame compression),
+// protocol.None when none or one rpcx has no compressor for.
+func FrameCompressOf(meta map[string]string) protocol.CompressType {
+	return compressNamed(meta[MetaCompress], 0xff)
+}
+
+// compressNamed is the compress type v names as a decimal number from 1
+// to most, protocol.None for any other v or a type rpcx has no compressor
+// for.
+func compressNamed(v string, most int) protocol.CompressType {
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 || n > most {
 		return protocol.None
 	}
-	ct := protocol.CompressType(v)
+	ct := protocol.CompressType(n)
 	if protocol.Compressors[ct] == nil {
 		return protocol.None
 	}

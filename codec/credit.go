@@ -23,13 +23,7 @@ func AppendCredit(dst []byte, incarnation uint64, n uint64) []byte {
 // DecodeCredit decodes a credit message.
 func DecodeCredit(b []byte) (incarnation, n uint64, err error) {
 	r := &reader{b: b}
-	if err = r.fixed("credit", 3); err != nil {
-		return 0, 0, err
-	}
-	if err = checkVersion(r); err != nil {
-		return 0, 0, err
-	}
-	if incarnation, err = r.uint("incarnation"); err != nil {
+	if incarnation, err = r.head("credit", 3, "incarnation"); err != nil {
 		return 0, 0, err
 	}
 	if n, err = r.uint("credit"); err != nil {

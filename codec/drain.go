@@ -28,13 +28,7 @@ func AppendDrain(dst []byte, incarnation uint64) []byte {
 // DecodeDrain decodes a drain notice.
 func DecodeDrain(b []byte) (incarnation uint64, err error) {
 	r := &reader{b: b}
-	if err = r.fixed("drain notice", 2); err != nil {
-		return 0, err
-	}
-	if err = checkVersion(r); err != nil {
-		return 0, err
-	}
-	if incarnation, err = r.uint("incarnation"); err != nil {
+	if incarnation, err = r.head("drain notice", 2, "incarnation"); err != nil {
 		return 0, err
 	}
 	if r.left() != 0 {

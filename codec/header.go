@@ -8,9 +8,7 @@ import "github.com/smallnest/rpcx/protocol"
 // as nothing answers it with an rpcx response; no serializer, as its
 // payload is a frame; and seq.
 func OnewayHeader(seq uint64) protocol.Header {
-	var h protocol.Header
-	h[0] = protocol.MagicNumber()
-	h.SetMessageType(protocol.Request)
+	h := requestHeader()
 	h.SetOneway(true)
 	h.SetSerializeType(protocol.SerializeNone)
 	h.SetSeq(seq)
@@ -23,9 +21,7 @@ func OnewayHeader(seq uint64) protocol.Header {
 // batch plugin never sees. No serializer and seq 0: it has no payload,
 // and no reply is matched to it.
 func HeartbeatHeader() protocol.Header {
-	var h protocol.Header
-	h[0] = protocol.MagicNumber()
-	h.SetMessageType(protocol.Request)
+	h := requestHeader()
 	h.SetHeartbeat(true)
 	return h
 }
@@ -35,9 +31,16 @@ func HeartbeatHeader() protocol.Header {
 // parameters travel in the metadata), so that rpcx's server answers it,
 // and a plain rpcx server answers it with "can't find service".
 func HandshakeHeader() protocol.Header {
+	h := requestHeader()
+	h.SetSerializeType(protocol.SerializeNone)
+	return h
+}
+
+// requestHeader returns the header every message of the lanes starts
+// from: rpcx's magic number and a request.
+func requestHeader() protocol.Header {
 	var h protocol.Header
 	h[0] = protocol.MagicNumber()
 	h.SetMessageType(protocol.Request)
-	h.SetSerializeType(protocol.SerializeNone)
 	return h
 }

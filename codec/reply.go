@@ -39,10 +39,7 @@ type Reply struct {
 // AppendReplyHeader starts a reply frame of n replies, stamped with the
 // server's incarnation; n calls to AppendReply must follow.
 func AppendReplyHeader(dst []byte, incarnation uint64, n int) []byte {
-	dst = mpack.AppendArrayLen(dst, 3)
-	dst = mpack.AppendUint(dst, Version)
-	dst = mpack.AppendUint(dst, incarnation)
-	return mpack.AppendArrayLen(dst, n)
+	return appendFrameHead(dst, incarnation, n)
 }
 
 // AppendReply appends one reply to a frame started by AppendReplyHeader.
@@ -85,24 +82,12 @@ func ReplySize(rp *Reply) int {
 // (when maxEntries > 0) is refused with ErrTooManyEntries.
 func DecodeReplies(frame []byte, maxEntries int, dst []Reply) (incarnation uint64, replies []Reply, err error) {
 	r := &reader{b: frame}
-	if err = r.fixed("reply frame", 3); err != nil {
+	if incarnation, err = r.head("reply frame", 3, "incarnation"); err != nil {
 		return 0, nil, err
 	}
-	if err = checkVersion(r); err != nil {
-		return 0, nil, err
-	}
-	if incarnation, err = r.uint("incarnation"); err != nil {
-		return 0, nil, err
-	}
-	n, err := r.arrayLen("reply list")
+	n, err := r.listLen("reply list", "replies", minReplyBytes, maxEntries)
 	if err != nil {
 		return 0, nil, err
-	}
-	if n > r.left()/minReplyBytes {
-		return 0, nil, fmt.Errorf("%w: %d replies cannot fit in %d bytes", ErrMalformed, n, r.left())
-	}
-	if maxEntries > 0 && n > maxEntries {
-		return 0, nil, fmt.Errorf("%w: %d replies, cap %d", ErrTooManyEntries, n, maxEntries)
 	}
 	if cap(dst) < n {
 		dst = make([]Reply, n)

@@ -75,6 +75,19 @@ func (s *spec) argsFor(node string) (any, error) {
 	return s.own.shared, nil
 }
 
+// usable is the error of a policy that needs a node (CallOne, CallAny,
+// CallAll, CastOne) given none, ErrEmptyNodes, or on a closed group;
+// nil when it may go on.
+func (s *spec) usable() error {
+	if len(s.nodes) == 0 {
+		return ErrEmptyNodes
+	}
+	if s.g.isClosed() {
+		return s.closedErr()
+	}
+	return nil
+}
+
 // closedErr is the error of an operation on a closed group.
 func (s *spec) closedErr() error {
 	return fmt.Errorf("group: %s %s.%s: %w", s.policy, s.service, s.method, ErrClosed)

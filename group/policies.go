@@ -122,11 +122,8 @@ func resultsOf[R any](os []outcome) []Result[R] {
 }
 
 func (s *spec) callOne(ctx context.Context) (outcome, error) {
-	if len(s.nodes) == 0 {
-		return outcome{}, ErrEmptyNodes
-	}
-	if s.g.isClosed() {
-		return outcome{}, s.closedErr()
+	if err := s.usable(); err != nil {
+		return outcome{}, err
 	}
 	s.takeRes(ctx)
 	order := selector.Order(s.nodes, s.g.Local())
@@ -150,26 +147,35 @@ func (s *spec) callOne(ctx context.Context) (outcome, error) {
 		} else {
 			o = s.call(own, n, s.own.shared)
 		}
-		s.mergeRes(o.node, o.meta)
-		if o.err == nil {
-			return o, nil
-		}
-		if ended(ctx) {
-			return outcome{}, s.interrupted(ctx)
-		}
-		if s.counts(o.err) {
-			errs = append(errs, o.err)
+		if res, done, err := s.firstWins(ctx, o, &errs); done {
+			return res, err
 		}
 	}
 	return outcome{}, errs
 }
 
-func (s *spec) callAny(ctx context.Context) (outcome, error) {
-	if len(s.nodes) == 0 {
-		return outcome{}, ErrEmptyNodes
+// firstWins takes one node's outcome o of a call that its first success
+// ends (CallOne, CallAny): it keeps o's response metadata and reports
+// done when o ends the call, with o when it succeeded, or with the
+// interruption when ctx ended; otherwise o's error joins errs when it
+// counts.
+func (s *spec) firstWins(ctx context.Context, o outcome, errs *Rejections) (res outcome, done bool, err error) {
+	s.mergeRes(o.node, o.meta)
+	if o.err == nil {
+		return o, true, nil
 	}
-	if s.g.isClosed() {
-		return outcome{}, s.closedErr()
+	if ended(ctx) {
+		return outcome{}, true, s.interrupted(ctx)
+	}
+	if s.counts(o.err) {
+		*errs = append(*errs, o.err)
+	}
+	return outcome{}, false, nil
+}
+
+func (s *spec) callAny(ctx context.Context) (outcome, error) {
+	if err := s.usable(); err != nil {
+		return outcome{}, err
 	}
 	s.takeRes(ctx)
 	rest := s.nodes
@@ -215,15 +221,8 @@ func (s *spec) callAny(ctx context.Context) (outcome, error) {
 		if !ok {
 			return outcome{}, s.interrupted(ctx)
 		}
-		s.mergeRes(o.node, o.meta)
-		if o.err == nil {
-			return o, nil
-		}
-		if ended(ctx) {
-			return outcome{}, s.interrupted(ctx)
-		}
-		if s.counts(o.err) {
-			errs = append(errs, o.err)
+		if res, done, err := s.firstWins(ctx, o, &errs); done {
+			return res, err
 		}
 	}
 	if len(errs) == 0 {
@@ -233,11 +232,8 @@ func (s *spec) callAny(ctx context.Context) (outcome, error) {
 }
 
 func (s *spec) callAll(ctx context.Context) ([]outcome, error) {
-	if len(s.nodes) == 0 {
-		return nil, ErrEmptyNodes
-	}
-	if s.g.isClosed() {
-		return nil, s.closedErr()
+	if err := s.usable(); err != nil {
+		return nil, err
 	}
 	if err := s.takeArgs(); err != nil {
 		return nil, err
@@ -317,11 +313,8 @@ func (s *spec) callAllWait(ctx context.Context) ([]outcome, []*NodeError) {
 }
 
 func (s *spec) castOne(ctx context.Context) error {
-	if len(s.nodes) == 0 {
-		return ErrEmptyNodes
-	}
-	if s.g.isClosed() {
-		return s.closedErr()
+	if err := s.usable(); err != nil {
+		return err
 	}
 	if err := s.takeArgs(); err != nil {
 		return err

@@ -107,7 +107,7 @@ func startClientProc(cfg Config, path string, env *runEnv, stderr io.Writer) (*c
 	if err != nil {
 		return nil, fmt.Errorf("%s path's client process: %w", path, err)
 	}
-	cp := &clientProc{childProc: newChildProc(ch), enc: json.NewEncoder(ch.Stdin),
+	cp := &clientProc{childProc: &childProc{ch}, enc: json.NewEncoder(ch.Stdin),
 		replies: make(chan clientReply), quit: make(chan struct{})}
 	go func() { // ends when stdout closes, or at stop
 		defer close(cp.replies)
@@ -141,8 +141,8 @@ func (cp *clientProc) measure(ctx context.Context, pt Point, timeout time.Durati
 	select {
 	case r, ok := <-cp.replies:
 		if !ok {
-			<-cp.exited
-			return measurement{}, fmt.Errorf("client process exited: %v", cp.waitErr)
+			<-cp.Exited()
+			return measurement{}, fmt.Errorf("client process exited: %v", cp.WaitErr())
 		}
 		return r.measurement()
 	case <-t.C:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/smallnest/rpcx/protocol"
 
+	"github.com/rpcxbatch/rpcxbatch/internal/benchkit"
 	"github.com/rpcxbatch/rpcxbatch/internal/fastcodec"
 )
 
@@ -123,12 +124,7 @@ func spin(ctx context.Context, procs int, d time.Duration, f func() error) (perS
 			n.Add(k)
 		})
 	}
-	t := time.NewTimer(d)
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-		t.Stop()
-	}
+	benchkit.Sleep(ctx, d)
 	stop.Store(true)
 	wg.Wait()
 	elapsed := time.Since(t0)

@@ -292,42 +292,29 @@ func (c Config) messagesFor(writers int, payloadBytes int64) int {
 }
 
 func parseOps(s string) ([]string, error) {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if !slices.Contains(allOps, f) {
-			return nil, fmt.Errorf("-ops: unknown operation %q (%s)", f, strings.Join(allOps, ", "))
-		}
-		if !slices.Contains(out, f) {
-			out = append(out, f)
-		}
-	}
-	return out, nil
+	return parseNames("-ops", "operation", s, allOps)
 }
 
 // parsePaths reads -paths; the run keeps allPaths' order, whatever the
 // order given.
 func parsePaths(s string) ([]string, error) {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if !slices.Contains(allPaths, f) {
-			return nil, fmt.Errorf("-paths: unknown path %q (%s)", f, strings.Join(allPaths, ", "))
-		}
-		if !slices.Contains(out, f) {
-			out = append(out, f)
-		}
-	}
+	out, err := parseNames("-paths", "path", s, allPaths)
 	slices.SortFunc(out, func(a, b string) int { return slices.Index(allPaths, a) - slices.Index(allPaths, b) })
-	return out, nil
+	return out, err
 }
 
 func parsePayloads(s string) ([]string, error) {
+	return parseNames("-payload", "profile", s, payloadNames())
+}
+
+// parseNames reads the comma-separated list s of names from known, each
+// kept once, in the order given; flag and what name them in errors.
+func parseNames(flag, what, s string, known []string) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
-		if _, ok := payloads[f]; !ok {
-			return nil, fmt.Errorf("-payload: unknown profile %q (%s)", f, strings.Join(payloadNames(), ", "))
+		if !slices.Contains(known, f) {
+			return nil, fmt.Errorf("%s: unknown %s %q (%s)", flag, what, f, strings.Join(known, ", "))
 		}
 		if !slices.Contains(out, f) {
 			out = append(out, f)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"fmt"
 	"image/color"
 	"math"
@@ -113,18 +112,9 @@ func opPlot(g group, op string, results []Result, cs []Ceiling) (*plot.Plot, flo
 
 	top, lo, hi := 0.0, math.Inf(1), 0.0
 	add := func(name string, xys plotter.XYs, c color.Color, dashed bool) {
-		slices.SortFunc(xys, func(a, b plotter.XY) int { return cmp.Compare(a.X, b.X) })
-		l, s, err := plotter.NewLinePoints(xys)
-		if err != nil {
+		if !benchkit.AddLine(p, name, xys, c, dashed) {
 			return
 		}
-		l.Color, s.Color = c, c
-		l.Width = vg.Points(1.5)
-		if dashed {
-			l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-		}
-		p.Add(l, s)
-		p.Legend.Add(name, l, s)
 		for _, xy := range xys {
 			top, lo, hi = max(top, xy.Y), min(lo, xy.X), max(hi, xy.X)
 		}

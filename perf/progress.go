@@ -3,8 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
+
+	"github.com/rpcxbatch/rpcxbatch/internal/benchkit"
 )
 
 // startProgress prints, once a second while a run lasts, how far it got:
@@ -15,36 +16,18 @@ func startProgress(env *runEnv, pt Point, path string, done *doneCounter) (stop 
 	if !env.cfg.Progress {
 		return func() {}
 	}
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
 	total := int64(pt.Writers * pt.Messages)
 	t0 := time.Now()
-	wg.Go(func() {
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-quit:
-				return
-			case <-tick.C:
+	return benchkit.Every(time.Second, func() {
+		line := fmt.Sprintf("  %s %s %s w=%d pace=%dms %4.0fs: %d/%d done",
+			pt.Op, path, pt.Payload, pt.Writers, pt.PaceMS, time.Since(t0).Seconds(), done.sum(), total)
+		if !replied(pt.Op) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if n, err := env.ctl.count(ctx); err == nil {
+				line += fmt.Sprintf(", %d run on the server", n)
 			}
-			line := fmt.Sprintf("  %s %s %s w=%d pace=%dms %4.0fs: %d/%d done",
-				pt.Op, path, pt.Payload, pt.Writers, pt.PaceMS, time.Since(t0).Seconds(), done.sum(), total)
-			if !replied(pt.Op) {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				if n, err := env.ctl.count(ctx); err == nil {
-					line += fmt.Sprintf(", %d run on the server", n)
-				}
-				cancel()
-			}
-			fmt.Fprintln(env.progress, line)
+			cancel()
 		}
+		fmt.Fprintln(env.progress, line)
 	})
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			close(quit)
-			wg.Wait()
-		})
-	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
 	"time"
 
 	"github.com/rpcxbatch/rpcxbatch/internal/benchkit"
@@ -14,36 +13,11 @@ import (
 
 // childProc is a process the harness started (a server, or a path's
 // client): stop ends it.
-type childProc struct {
-	cmd     *exec.Cmd
-	stdin   io.WriteCloser
-	exited  chan struct{} // closed when the process has been reaped
-	waitErr error
-}
-
-// newChildProc is ch as a childProc, with its reaper running: the
-// goroutine ends when the process exits.
-func newChildProc(ch *benchkit.Child) *childProc {
-	c := &childProc{cmd: ch.Cmd, stdin: ch.Stdin, exited: make(chan struct{})}
-	go func() {
-		c.waitErr = c.cmd.Wait()
-		close(c.exited)
-	}()
-	return c
-}
+type childProc struct{ *benchkit.Child }
 
 // stop closes the process's stdin, which ends it, and kills it if it has
 // not exited within five seconds. It is safe to call more than once.
-func (c *childProc) stop() {
-	c.stdin.Close()
-	select {
-	case <-c.exited:
-		return
-	case <-time.After(5 * time.Second):
-	}
-	c.cmd.Process.Kill()
-	<-c.exited
-}
+func (c *childProc) stop() { c.Stop(5 * time.Second) }
 
 // serverProc is the server process the harness started; stop ends it.
 type serverProc struct {
@@ -76,7 +50,7 @@ func startServer(ctx context.Context, host, path, profilePrefix string, prefix [
 		readyc <- ready{a, c, err}
 		io.Copy(io.Discard, r) // keep draining until the server exits
 	}()
-	sp := &serverProc{childProc: newChildProc(ch)}
+	sp := &serverProc{childProc: &childProc{ch}}
 
 	t := time.NewTimer(15 * time.Second)
 	defer t.Stop()
@@ -88,8 +62,8 @@ func startServer(ctx context.Context, host, path, profilePrefix string, prefix [
 		}
 		sp.addr, sp.ctrl = rd.addr, rd.ctrl
 		return sp, nil
-	case <-sp.exited:
-		return nil, fmt.Errorf("server exited before it was ready: %w", sp.waitErr)
+	case <-sp.Exited():
+		return nil, fmt.Errorf("server exited before it was ready: %w", sp.WaitErr())
 	case <-t.C:
 		sp.stop()
 		return nil, errors.New("server not ready after 15s")

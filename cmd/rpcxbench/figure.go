@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"fmt"
 	"image/color"
 	"math"
@@ -86,21 +85,7 @@ func newPanel(title, ylabel string) *plot.Plot {
 func addLine(p *plot.Plot, name string, xys plotter.XYs, c color.Color, dashed bool) {
 	_, logY := p.Y.Scale.(plot.LogScale)
 	xys = slices.DeleteFunc(xys, func(xy plotter.XY) bool { return logY && xy.Y <= 0 })
-	if len(xys) == 0 {
-		return
-	}
-	slices.SortFunc(xys, func(a, b plotter.XY) int { return cmp.Compare(a.X, b.X) })
-	l, s, err := plotter.NewLinePoints(xys)
-	if err != nil {
-		return
-	}
-	l.Color, s.Color = c, c
-	l.Width = vg.Points(1.5)
-	if dashed {
-		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-	}
-	p.Add(l, s)
-	if name != "" {
-		p.Legend.Add(name, l, s)
+	if len(xys) > 0 {
+		benchkit.AddLine(p, name, xys, c, dashed)
 	}
 }

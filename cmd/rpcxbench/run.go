@@ -269,12 +269,7 @@ func load(ctx context.Context, t *target, path string, args any, c int, d time.D
 	t0 := time.Now()
 	close(start)
 	if n == 0 {
-		timer := time.NewTimer(d)
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-		}
+		benchkit.Sleep(ctx, d)
 		stop.Store(true)
 	}
 	wg.Wait()
@@ -325,30 +320,15 @@ func (p *progress) start(calls *atomic.Int64) (stop func()) {
 	if p == nil {
 		return func() {}
 	}
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
 	t0 := time.Now()
-	wg.Go(func() {
-		tick := time.NewTicker(progressEvery)
-		defer tick.Stop()
-		for {
-			select {
-			case <-quit:
-				return
-			case <-tick.C:
-			}
-			of := ""
-			switch {
-			case p.n > 0:
-				of = fmt.Sprintf(" of %s", benchkit.Thousands(float64(p.n)))
-			case p.d > 0:
-				of = fmt.Sprintf(" (%v of %v)", time.Since(t0).Round(100*time.Millisecond), p.d)
-			}
-			fmt.Fprintf(p.w, "  %s: %s calls%s\n", p.label, benchkit.Thousands(float64(calls.Load())), of)
+	return benchkit.Every(progressEvery, func() {
+		of := ""
+		switch {
+		case p.n > 0:
+			of = fmt.Sprintf(" of %s", benchkit.Thousands(float64(p.n)))
+		case p.d > 0:
+			of = fmt.Sprintf(" (%v of %v)", time.Since(t0).Round(100*time.Millisecond), p.d)
 		}
+		fmt.Fprintf(p.w, "  %s: %s calls%s\n", p.label, benchkit.Thousands(float64(calls.Load())), of)
 	})
-	return func() {
-		close(quit)
-		wg.Wait()
-	}
 }

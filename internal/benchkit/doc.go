@@ -3,7 +3,9 @@
 // (the tool users point at their own service). It starts a copy of the
 // harness binary as a child process, writes a CPU profile per process,
 // reads a process's CPU time, keeps a latency histogram, formats numbers
-// and draws the figures' rows (SVG or PNG).
+// and draws the figures' rows (SVG or PNG), and runs a progress line's
+// ticker (Every).
 //
-// It starts no goroutines.
+// Its goroutines: a Child's reaper, which ends when the process exits,
+// and Every's ticker, which its stop ends and waits for.
 package benchkit

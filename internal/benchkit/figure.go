@@ -1,16 +1,19 @@
 package benchkit
 
 import (
+	"cmp"
 	"fmt"
 	"image/color"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
@@ -66,6 +69,28 @@ func saveRow(row []*plot.Plot, width vg.Length, file string, align bool) error {
 		return fmt.Errorf("figure %s: %w", file, err)
 	}
 	return f.Close()
+}
+
+// AddLine adds a series to p: its points sorted by X, joined by a line
+// in c, dashed if asked, and in the legend under name unless name is "".
+// It reports whether it added them (gonum refuses a series it cannot
+// draw).
+func AddLine(p *plot.Plot, name string, xys plotter.XYs, c color.Color, dashed bool) bool {
+	slices.SortFunc(xys, func(a, b plotter.XY) int { return cmp.Compare(a.X, b.X) })
+	l, s, err := plotter.NewLinePoints(xys)
+	if err != nil {
+		return false
+	}
+	l.Color, s.Color = c, c
+	l.Width = vg.Points(1.5)
+	if dashed {
+		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	}
+	p.Add(l, s)
+	if name != "" {
+		p.Legend.Add(name, l, s)
+	}
+	return true
 }
 
 // SITicks labels a linear axis 0, 50k, 100k, 1.5M rather than 1e+05.

@@ -40,54 +40,52 @@ func AppendInt(b []byte, n int64) []byte {
 // AppendStr appends a string (str 8 from 32 bytes: msgpack spec 2.0, as
 // the library writes it).
 func AppendStr(b []byte, s string) []byte {
-	n := len(s)
-	switch {
-	case n < 32:
+	if n := len(s); n < 32 {
 		b = append(b, 0xa0|byte(n))
-	case n <= math.MaxUint8:
-		b = append(b, 0xd9, byte(n))
-	case n <= math.MaxUint16:
-		b = binary.BigEndian.AppendUint16(append(b, 0xda), uint16(n))
-	default:
-		b = binary.BigEndian.AppendUint32(append(b, 0xdb), uint32(n))
+	} else {
+		b = appendLen(b, 0xd9, n)
 	}
 	return append(b, s...)
 }
 
 // AppendBin appends a byte string.
 func AppendBin(b []byte, p []byte) []byte {
-	n := len(p)
+	return append(appendLen(b, 0xc4, len(p)), p...)
+}
+
+// appendLen appends the header of a str or bin of n bytes in its 8-, 16-
+// or 32-bit form, whose codes are code8, code8+1 and code8+2.
+func appendLen(b []byte, code8 byte, n int) []byte {
 	switch {
 	case n <= math.MaxUint8:
-		b = append(b, 0xc4, byte(n))
+		return append(b, code8, byte(n))
 	case n <= math.MaxUint16:
-		b = binary.BigEndian.AppendUint16(append(b, 0xc5), uint16(n))
-	default:
-		b = binary.BigEndian.AppendUint32(append(b, 0xc6), uint32(n))
+		return binary.BigEndian.AppendUint16(append(b, code8+1), uint16(n))
 	}
-	return append(b, p...)
+	return binary.BigEndian.AppendUint32(append(b, code8+2), uint32(n))
 }
 
 // AppendArrayLen appends the header of an array of n elements.
 func AppendArrayLen(b []byte, n int) []byte {
-	switch {
-	case n < 16:
-		return append(b, 0x90|byte(n))
-	case n <= math.MaxUint16:
-		return binary.BigEndian.AppendUint16(append(b, 0xdc), uint16(n))
-	}
-	return binary.BigEndian.AppendUint32(append(b, 0xdd), uint32(n))
+	return appendCount(b, 0x90, 0xdc, n)
 }
 
 // AppendMapLen appends the header of a map of n pairs.
 func AppendMapLen(b []byte, n int) []byte {
+	return appendCount(b, 0x80, 0xde, n)
+}
+
+// appendCount appends the header of an array or map of n elements in its
+// fixed form (fix|n), or its 16- or 32-bit form, whose codes are code16 and
+// code16+1.
+func appendCount(b []byte, fix, code16 byte, n int) []byte {
 	switch {
 	case n < 16:
-		return append(b, 0x80|byte(n))
+		return append(b, fix|byte(n))
 	case n <= math.MaxUint16:
-		return binary.BigEndian.AppendUint16(append(b, 0xde), uint16(n))
+		return binary.BigEndian.AppendUint16(append(b, code16), uint16(n))
 	}
-	return binary.BigEndian.AppendUint32(append(b, 0xdf), uint32(n))
+	return binary.BigEndian.AppendUint32(append(b, code16+1), uint32(n))
 }
 
 // Append16 appends code and then n big-endian.

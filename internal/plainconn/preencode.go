@@ -23,24 +23,66 @@ import (
 // encodes again. A serialize type with no codec is left to rpcx, which
 // fails the call with client.ErrUnsupportedCodec without reading args.
 func PreEncode(st protocol.SerializeType, args any) (any, error) {
-	cd := share.Codecs[st]
+	cd, data, err := Encode(st, args)
 	if cd == nil {
 		return args, nil
 	}
-	data, err := cd.Encode(args)
 	if err != nil {
 		return nil, err
 	}
+	if isByteCodec(cd) {
+		// Its Encode returns the caller's own slice.
+		data = append([]byte{}, data...)
+	}
+	return EncodedArgs(cd, data, args), nil
+}
+
+// Encode encodes args with the codec of serialize type st, as rpcx's
+// client does: cd is nil when st has none (rpcx then fails the call with
+// client.ErrUnsupportedCodec without reading args), err the codec's error.
+func Encode(st protocol.SerializeType, args any) (cd rpcxcodec.Codec, data []byte, err error) {
+	if cd = share.Codecs[st]; cd == nil {
+		return nil, nil, nil
+	}
+	data, err = cd.Encode(args)
+	return cd, data, err
+}
+
+// EncodedArgs returns arguments that the codec cd encodes as data, which
+// become theirs (the caller leaves data alone): rpcx's msgpack, JSON and
+// protobuf codecs write Encoded as it is (JSON compacted, as json.Marshal
+// checks what a Marshaler returns), and its byte codec a []byte. For any
+// other codec, a fresh value of args' type decoded from data, which the
+// codec encodes again; where data does not decode into one, args itself.
+func EncodedArgs(cd rpcxcodec.Codec, data []byte, args any) any {
+	switch {
+	case isByteCodec(cd):
+		return data
+	case writesEncoded(cd):
+		return Encoded(data)
+	}
+	return decodedCopy(cd, data, args)
+}
+
+// isByteCodec reports whether cd is rpcx's byte codec.
+func isByteCodec(cd rpcxcodec.Codec) bool {
 	switch cd.(type) {
 	case *rpcxcodec.ByteCodec, rpcxcodec.ByteCodec:
-		// Its Encode returns the caller's own slice.
-		return append([]byte{}, data...), nil
+		return true
+	}
+	return false
+}
+
+// writesEncoded reports whether cd writes Encoded as it is: rpcx's
+// msgpack, JSON and protobuf codecs.
+func writesEncoded(cd rpcxcodec.Codec) bool {
+	switch cd.(type) {
 	case *rpcxcodec.MsgpackCodec, rpcxcodec.MsgpackCodec,
 		*rpcxcodec.JSONCodec, rpcxcodec.JSONCodec,
 		*rpcxcodec.PBCodec, rpcxcodec.PBCodec:
-		return Encoded(data), nil
+		return true
 	}
-	return decodedCopy(cd, data, args), nil
+	return false
 }
 
 // decodedCopy is a fresh value of args' type decoded from data, or args

@@ -49,19 +49,21 @@ func Check() []error {
 	}
 	want(svc, "rcvr", reflect.TypeFor[reflect.Value]())
 	rtype := reflect.TypeFor[reflect.Type]()
-	if mt, err := mapOfStructs(svc, "method"); err != nil {
-		errs = append(errs, err)
-	} else {
-		want(mt, "method", reflect.TypeFor[reflect.Method]())
+	for _, m := range []struct {
+		table, fn string
+		fnType    reflect.Type
+	}{
+		{"method", "method", reflect.TypeFor[reflect.Method]()},
+		{"function", "fn", reflect.TypeFor[reflect.Value]()},
+	} {
+		mt, err := mapOfStructs(svc, m.table)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		want(mt, m.fn, m.fnType)
 		want(mt, "ArgType", rtype)
 		want(mt, "ReplyType", rtype)
-	}
-	if ft, err := mapOfStructs(svc, "function"); err != nil {
-		errs = append(errs, err)
-	} else {
-		want(ft, "fn", reflect.TypeFor[reflect.Value]())
-		want(ft, "ArgType", rtype)
-		want(ft, "ReplyType", rtype)
 	}
 	return errs
 }

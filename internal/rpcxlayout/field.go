@@ -32,6 +32,27 @@ func field(v reflect.Value, name string) (reflect.Value, bool) {
 	return reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem(), true
 }
 
+// offsetOf is where an unexported field of type F lies in a struct S, as
+// locate found it; ok is false when S has no such field of that type.
+type offsetOf[S, F any] struct {
+	offset uintptr
+	ok     bool
+}
+
+// locate finds S's field name, of type F.
+func locate[S, F any](name string) offsetOf[S, F] {
+	sf, found := reflect.TypeFor[S]().FieldByName(name)
+	if !found || sf.Type != reflect.TypeFor[F]() {
+		return offsetOf[S, F]{}
+	}
+	return offsetOf[S, F]{offset: sf.Offset, ok: true}
+}
+
+// in is the field within s; only where ok.
+func (f offsetOf[S, F]) in(s *S) *F {
+	return (*F)(unsafe.Add(unsafe.Pointer(s), f.offset))
+}
+
 // serverField reads the unexported field name of an rpcx Server, of type
 // T; false when there is no such field of that type. A nil interface (no
 // pool, say) is the zero T.

@@ -1,24 +1,10 @@
 package rpcxlayout
 
-import (
-	"reflect"
-	"unsafe"
-
-	"github.com/smallnest/rpcx/server"
-)
+import "github.com/smallnest/rpcx/server"
 
 // internalErrStack locates the unexported stack of rpcx's
 // RpcServiceInternalError, which its Error text ends with.
-var internalErrStack = func() (f struct {
-	offset uintptr
-	ok     bool
-}) {
-	sf, found := reflect.TypeFor[server.RpcServiceInternalError]().FieldByName("stack")
-	if found && sf.Type == reflect.TypeFor[string]() {
-		f.offset, f.ok = sf.Offset, true
-	}
-	return f
-}()
+var internalErrStack = locate[server.RpcServiceInternalError, string]("stack")
 
 // NewServiceInternalError returns the error rpcx's server makes of a
 // service method's panic (server/service.go, call): the panic value's
@@ -30,6 +16,6 @@ func NewServiceInternalError(errText, method string, argv any, stack string) (e 
 	if !internalErrStack.ok {
 		return e, false
 	}
-	*(*string)(unsafe.Add(unsafe.Pointer(e), internalErrStack.offset)) = stack
+	*internalErrStack.in(e) = stack
 	return e, true
 }

@@ -1,25 +1,14 @@
 package rpcxlayout
 
 import (
-	"reflect"
 	"sync"
-	"unsafe"
 
 	"github.com/smallnest/rpcx/share"
 )
 
 // tagsLockField locates share.Context's unexported lock, which must be set
 // for its methods to work.
-var tagsLockField = func() (f struct {
-	offset uintptr
-	ok     bool
-}) {
-	sf, found := reflect.TypeFor[share.Context]().FieldByName("tagsLock")
-	if found && sf.Type == reflect.TypeFor[*sync.Mutex]() {
-		f.offset, f.ok = sf.Offset, true
-	}
-	return f
-}()
+var tagsLockField = locate[share.Context, *sync.Mutex]("tagsLock")
 
 // CanSetShareContextLock reports whether SetShareContextLock works: false
 // when share.Context has no tagsLock field of type *sync.Mutex.
@@ -33,6 +22,6 @@ func SetShareContextLock(sc *share.Context, mu *sync.Mutex) bool {
 	if !tagsLockField.ok {
 		return false
 	}
-	*(**sync.Mutex)(unsafe.Add(unsafe.Pointer(sc), tagsLockField.offset)) = mu
+	*tagsLockField.in(sc) = mu
 	return true
 }

@@ -83,29 +83,36 @@ func (lc *lockClients) close() {
 
 func (lc *lockClients) run(deadline time.Time) *tally {
 	t := &tally{}
+	runClients(lc.sp, len(lc.holders), deadline, func(ctx context.Context, i int, r *rand.Rand) {
+		h := lc.holders[i]
+		switch lc.sp.Design {
+		case 1:
+			design1(ctx, h, lc.sp, r, t)
+		case 3:
+			design3(ctx, h, lc.sp, r, t)
+		case 4:
+			design4(ctx, h, lc.sp, i, t)
+		}
+	})
+	return t
+}
+
+// runClients runs client once for each of n clients, i from 0 to n-1, on
+// a goroutine each, and returns when all have returned. Each gets a
+// context of its own that ends at deadline, as an actor has its own: one
+// shared by 10,000 clients makes its mutex (every request's context
+// derives from it) the point's bottleneck. Each gets its own random
+// source too, seeded from sp's seed, its node and i.
+func runClients(sp Spec, n int, deadline time.Time, client func(ctx context.Context, i int, r *rand.Rand)) {
 	var wg sync.WaitGroup
-	for i, h := range lc.holders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// A context per client, as an actor has its own: one shared by
-			// 10,000 clients makes its mutex (every request's context
-			// derives from it) the point's bottleneck.
+	for i := range n {
+		wg.Go(func() {
 			ctx, cancel := context.WithDeadline(context.Background(), deadline)
 			defer cancel()
-			r := rand.New(rand.NewPCG(lc.sp.Seed, uint64(lc.sp.NodeID)<<32|uint64(i)))
-			switch lc.sp.Design {
-			case 1:
-				design1(ctx, h, lc.sp, r, t)
-			case 3:
-				design3(ctx, h, lc.sp, r, t)
-			case 4:
-				design4(ctx, h, lc.sp, i, t)
-			}
-		}()
+			client(ctx, i, rand.New(rand.NewPCG(sp.Seed, uint64(sp.NodeID)<<32|uint64(i))))
+		})
 	}
 	wg.Wait()
-	return t
 }
 
 func poolKey(r *rand.Rand, pool int) string {

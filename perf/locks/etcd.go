@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -55,41 +54,30 @@ func (ec *etcdClients) close() {
 
 func (ec *etcdClients) run(deadline time.Time) *tally {
 	t := &tally{}
-	var wg sync.WaitGroup
-	for i, s := range ec.sessions {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// A context per client, as an actor has its own: one shared by
-			// 10,000 clients makes its mutex (every request's context
-			// derives from it) the point's bottleneck.
-			ctx, cancel := context.WithDeadline(context.Background(), deadline)
-			defer cancel()
-			r := rand.New(rand.NewPCG(ec.sp.Seed, uint64(ec.sp.NodeID)<<32|uint64(i)))
-			for range ec.sp.Txns {
-				m := concurrency.NewMutex(s, "/lockbench/"+poolKey(r, ec.sp.Pool))
-				err := m.Lock(ctx)
-				if stopped(ctx, err, t) {
-					return
-				}
-				if err != nil {
-					t.fail(err)
-					continue
-				}
-				// The unlock gets its own time: a lock the point's end
-				// interrupted must still be given back.
-				uctx, ucancel := context.WithTimeout(context.Background(), 10*time.Second)
-				err = m.Unlock(uctx)
-				ucancel()
-				if err != nil {
-					t.fail(err)
-					continue
-				}
-				t.locks.Add(1)
-				t.txns.Add(1)
+	runClients(ec.sp, len(ec.sessions), deadline, func(ctx context.Context, i int, r *rand.Rand) {
+		s := ec.sessions[i]
+		for range ec.sp.Txns {
+			m := concurrency.NewMutex(s, "/lockbench/"+poolKey(r, ec.sp.Pool))
+			err := m.Lock(ctx)
+			if stopped(ctx, err, t) {
+				return
 			}
-		}()
-	}
-	wg.Wait()
+			if err != nil {
+				t.fail(err)
+				continue
+			}
+			// The unlock gets its own time: a lock the point's end
+			// interrupted must still be given back.
+			uctx, ucancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err = m.Unlock(uctx)
+			ucancel()
+			if err != nil {
+				t.fail(err)
+				continue
+			}
+			t.locks.Add(1)
+			t.txns.Add(1)
+		}
+	})
 	return t
 }

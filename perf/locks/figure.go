@@ -59,7 +59,7 @@ func designPlot(design int, ss []summary) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = designTitles[design]
 	p.Y.Label.Text = "locks per second (median)"
-	p.Y.Tick.Marker = siTicks{}
+	p.Y.Tick.Marker = benchkit.SITicks{}
 	p.Add(plotter.NewGrid())
 	names := make([]string, len(ss))
 	top := 0.0
@@ -102,19 +102,7 @@ func shortLabel(p point) string {
 	return p.Engine
 }
 
-// siTicks labels a linear axis 0, 50k, 1.5M rather than 1e+05.
-type siTicks struct{}
-
-func (siTicks) Ticks(lo, hi float64) []plot.Tick {
-	ts := plot.DefaultTicks{}.Ticks(lo, hi)
-	for i := range ts {
-		if ts[i].Label != "" {
-			ts[i].Label = si(ts[i].Value)
-		}
-	}
-	return ts
-}
-
+// si labels a bar with its value, to a fixed precision: 12.3k, 1.25M.
 func si(v float64) string {
 	switch {
 	case v >= 1e6:

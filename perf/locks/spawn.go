@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -16,11 +15,9 @@ import (
 
 // nodeProc is a lock node process the harness started; stop ends it.
 type nodeProc struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	lines  chan string   // the node's stdout, line by line; closed at EOF
-	exited chan struct{} // closed when the process has been reaped
-	addr   string
+	*benchkit.Child
+	lines chan string // the node's stdout, line by line; closed at EOF
+	addr  string
 }
 
 // startNode re-executes this binary as a lock node whose cross-node
@@ -30,19 +27,14 @@ func startNode(ctx context.Context, transport string, nodeTimeout time.Duration)
 	if err != nil {
 		return nil, err
 	}
-	cmd, stdout := ch.Cmd, ch.Stdout
-	np := &nodeProc{cmd: cmd, stdin: ch.Stdin, lines: make(chan string, 4), exited: make(chan struct{})}
+	np := &nodeProc{Child: ch, lines: make(chan string, 4)}
 	go func() { // ends when the node's stdout closes, at its exit
 		defer close(np.lines)
-		sc := bufio.NewScanner(stdout)
+		sc := bufio.NewScanner(ch.Stdout)
 		sc.Buffer(make([]byte, 1<<16), 1<<20)
 		for sc.Scan() {
 			np.lines <- sc.Text()
 		}
-	}()
-	go func() { // reaps the process
-		cmd.Wait()
-		close(np.exited)
 	}()
 	line, err := np.expect(ctx, "ADDR ", 15*time.Second)
 	if err != nil {
@@ -55,7 +47,7 @@ func startNode(ctx context.Context, transport string, nodeTimeout time.Duration)
 
 // send writes one line to the node.
 func (np *nodeProc) send(line string) error {
-	if _, err := io.WriteString(np.stdin, line+"\n"); err != nil {
+	if _, err := io.WriteString(np.Stdin, line+"\n"); err != nil {
 		return fmt.Errorf("node %s: %w", np.addr, err)
 	}
 	return nil
@@ -87,15 +79,6 @@ func (np *nodeProc) expect(ctx context.Context, prefix string, timeout time.Dura
 
 // stop closes the node's stdin, which ends it, and kills it if it has not
 // exited within ten seconds. It is safe to call more than once.
-func (np *nodeProc) stop() {
-	np.stdin.Close()
-	select {
-	case <-np.exited:
-		return
-	case <-time.After(10 * time.Second):
-	}
-	np.cmd.Process.Kill()
-	<-np.exited
-}
+func (np *nodeProc) stop() { np.Stop(10 * time.Second) }
 
 var errInterrupted = errors.New("interrupted")

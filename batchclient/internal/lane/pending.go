@@ -6,10 +6,10 @@ import (
 	"sync"
 
 	"github.com/smallnest/rpcx/client"
-	"github.com/smallnest/rpcx/log"
 	"github.com/smallnest/rpcx/protocol"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
+	"github.com/rpcxbatch/rpcxbatch/internal/plainconn"
 )
 
 // pendingShards is how many shards a lane's pending table has, a power of
@@ -291,7 +291,7 @@ func (l *Lane) finishCounted(pc *Pending, err error) {
 	}
 	call := pc.Call
 	call.Error = err
-	if !Deliver(call) && pc.DeferDecode {
+	if !plainconn.Deliver(call) && pc.DeferDecode {
 		l.cfg.Woken.Add(-1)
 	}
 }
@@ -308,19 +308,6 @@ func (l *Lane) countWoken(pcs []*Pending) {
 	}
 	if n > 0 {
 		l.cfg.Woken.Add(int64(n))
-	}
-}
-
-// Deliver sends a completed call on its Done channel and reports whether
-// it had room. rpcx's rule: a Done channel with no room is the caller's
-// bug, and rpcx says so in the same words.
-func Deliver(call *client.Call) bool {
-	select {
-	case call.Done <- call:
-		return true
-	default:
-		log.Debug("rpc: discarding Call reply due to insufficient Done chan capacity")
-		return false
 	}
 }
 
