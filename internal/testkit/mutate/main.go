@@ -196,6 +196,15 @@ var faults = []fault{
 		pkgs: []string{"./batchserver/"},
 	},
 	{
+		// A fail-fast refusal keeps the processor: callers retrying at
+		// once on ErrOverloaded keep the lane's writer and reader off it.
+		name: "failfast-refusal-never-yields",
+		edits: []edit{{"batchclient/internal/lane/queue.go",
+			"\truntime.Gosched()\n\treturn ErrOverloaded",
+			"\t_ = runtime.Gosched\n\treturn ErrOverloaded"}},
+		pkgs: []string{"./reliability/"},
+	},
+	{
 		// A closed connection's handshake makes its state anyway.
 		name: "handshake-state-after-close",
 		edits: []edit{{"batchserver/plugin.go",
