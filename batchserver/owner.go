@@ -34,16 +34,6 @@ func claim(running *bool) bool {
 	return !was
 }
 
-// run runs f on the calling goroutine, owned by t while it runs: Close
-// waits for it as for a goroutine of t's.
-func (t *tasks) run(f func()) {
-	t.mu.Lock()
-	t.n++
-	t.mu.Unlock()
-	defer t.done()
-	f()
-}
-
 // add counts a goroutine that runs on its own (the janitor's timer) as
 // one of t's until it calls done.
 func (t *tasks) add() {

@@ -54,13 +54,7 @@ func (c *conn) credit(fr *frameHold) {
 // claimWriterLocked reports whether the caller, holding replyMu, is to
 // start the connection's writer: none runs, and from now on one counts as
 // running (writing), so that only one caller starts it.
-func (c *conn) claimWriterLocked() bool {
-	if c.writing {
-		return false
-	}
-	c.writing = true
-	return true
-}
+func (c *conn) claimWriterLocked() bool { return claim(&c.writing) }
 
 // startWriter starts the writer the caller claimed (claimWriterLocked),
 // after it unlocked replyMu.
