@@ -20,6 +20,7 @@ import (
 type stormResult struct {
 	delivered  int
 	maxGap     time.Duration
+	stalled    time.Duration // the sum of the pauses over 50 ms
 	overloaded int64
 }
 
@@ -62,7 +63,7 @@ func retryStorm(t *testing.T, child *childproc.Child, n int, d time.Duration, po
 	wait()
 	require.Zero(t, other.Load())
 	require.NoError(t, c.Call(ctxT(t, 10*time.Second), child.Addr(), "Probe", "Ticks", &testsvc.Args{}, &stats))
-	return stormResult{delivered: stats.Ticks, maxGap: time.Duration(stats.MaxGap), overloaded: overloaded.Load()}
+	return stormResult{delivered: stats.Ticks, maxGap: time.Duration(stats.MaxGap), stalled: time.Duration(stats.Stalled), overloaded: overloaded.Load()}
 }
 
 // 50,000 goroutines casting under OverflowFailFast and retrying at once on
@@ -79,12 +80,22 @@ func TestRetryStormKeepsFramesFlowing(t *testing.T) {
 	const storm = 3 * time.Second
 	ff := retryStorm(t, child, overloadCasters, storm, batchclient.OverflowFailFast)
 	bl := retryStorm(t, child, overloadCasters, storm, batchclient.OverflowBlock)
-	t.Logf("retry storm, %d casters for %v: fail-fast %d casts delivered (%d ErrOverloaded), the longest pause %v; block %d delivered, the longest pause %v",
-		overloadCasters, storm, ff.delivered, ff.overloaded, ff.maxGap.Round(time.Millisecond), bl.delivered, bl.maxGap.Round(time.Millisecond))
+	t.Logf("retry storm, %d casters for %v: fail-fast %d casts delivered (%d ErrOverloaded), the longest pause %v, stalled %v; block %d delivered, the longest pause %v, stalled %v",
+		overloadCasters, storm, ff.delivered, ff.overloaded, ff.maxGap.Round(time.Millisecond), ff.stalled.Round(time.Millisecond), bl.delivered, bl.maxGap.Round(time.Millisecond), bl.stalled.Round(time.Millisecond))
 	assert.Positive(t, ff.overloaded, "the queue never filled")
-	// The bound is the 200 ms, or the block storm's own longest
-	// pause measured in the same moment when the machine's load makes
-	// that longer: the spinning callers may cost no more than waiting ones.
-	assert.LessOrEqual(t, ff.maxGap, max(200*time.Millisecond, 2*bl.maxGap), "frames paused while casts were queued")
+	// The bound is 200 ms, or, when the machine's load makes the block
+	// storm's own longest pause (measured in the same moment) longer,
+	// twice that: the spinning callers may cost no more than waiting
+	// ones. The race detector slows the lane's goroutines, which run
+	// instrumented code, more than callers parked on a channel: three
+	// times there (a second make test beside this one took the fail-fast
+	// storm to 2.3 times the block storm's pause with the fix, where
+	// without it the rate check below fails, at a tenth of the block
+	// storm's casts or less).
+	factor := time.Duration(2)
+	if raceEnabled {
+		factor = 3
+	}
+	assert.LessOrEqual(t, ff.maxGap, max(200*time.Millisecond, factor*bl.maxGap), "frames paused while casts were queued")
 	assert.GreaterOrEqual(t, ff.delivered, bl.delivered/2, "fail-fast delivered at less than half the block policy's rate")
 }

@@ -36,7 +36,13 @@ type Probe struct {
 	ticks    int
 	lastTick time.Time
 	maxGap   time.Duration
+	// stalled sums the gaps longer than stallGap.
+	stalled time.Duration
 }
+
+// stallGap is the shortest gap between two ticks that Ticks counts as a
+// stall.
+const stallGap = 50 * time.Millisecond
 
 // Tick records that an entry arrived (a cast): Ticks reports how many did
 // and the longest time between two of them, the longest pause in what
@@ -46,26 +52,32 @@ func (pr *Probe) Tick(_ context.Context, _ *testsvc.Args, _ *testsvc.Reply) erro
 	pr.tickMu.Lock()
 	defer pr.tickMu.Unlock()
 	if !pr.lastTick.IsZero() {
-		pr.maxGap = max(pr.maxGap, now.Sub(pr.lastTick))
+		gap := now.Sub(pr.lastTick)
+		pr.maxGap = max(pr.maxGap, gap)
+		if gap > stallGap {
+			pr.stalled += gap
+		}
 	}
 	pr.lastTick = now
 	pr.ticks++
 	return nil
 }
 
-// TickStats is what Ticks reports: the ticks since the last Ticks and the
-// longest time between two of them, in nanoseconds.
+// TickStats is what Ticks reports: the ticks since the last Ticks, the
+// longest time between two of them, and the sum of the times between two
+// that were longer than 50 ms, in nanoseconds.
 type TickStats struct {
-	Ticks  int
-	MaxGap int64
+	Ticks   int
+	MaxGap  int64
+	Stalled int64
 }
 
 // Ticks reports and resets Tick's record.
 func (pr *Probe) Ticks(_ context.Context, _ *testsvc.Args, r *TickStats) error {
 	pr.tickMu.Lock()
 	defer pr.tickMu.Unlock()
-	*r = TickStats{Ticks: pr.ticks, MaxGap: int64(pr.maxGap)}
-	pr.ticks, pr.lastTick, pr.maxGap = 0, time.Time{}, 0
+	*r = TickStats{Ticks: pr.ticks, MaxGap: int64(pr.maxGap), Stalled: int64(pr.stalled)}
+	pr.ticks, pr.lastTick, pr.maxGap, pr.stalled = 0, time.Time{}, 0, 0
 	return nil
 }
 
