@@ -78,7 +78,7 @@ explore:
 # peers, deadlines), so three packages run at once on two cores.
 CHECK_P ?= 3
 CHECK_EXCLUDE = reliability registry internal/explore
-CHECK_SKIP = ^(TestFanInLightClientsCostWhatPlainCosts|TestFanOutIdlePeersKeepOneLane|TestIdleLaneCostsServerWhatPlainCosts|TestBurstGrowsLanes|TestFault.*|TestStarvedClientKeepsHealthyPeer|TestMachinePauseKeepsHealthyPeer|TestBlockedCallersStayWithinQueueBytes|TestXClientCompareFailModes|TestPartitionFencing|TestProcess.*)$$
+CHECK_SKIP = ^(TestFanInLightClientsCostWhatPlainCosts|TestFanOutIdlePeersKeepOneLane|TestIdleLaneCostsServerWhatPlainCosts|TestBurstGrowsLanes|TestFault.*|TestStarvedClientKeepsHealthyPeer|TestMachinePauseKeepsHealthyPeer|TestBlockedCallersStayWithinQueueBytes|TestXClientCompareFailModes|TestXClientCompareHungServer|TestXClientComparePartitionDeadlines|TestKeyedSendsKeepOrderBesideCasts|TestPoolSlowHandlersKeepLanes|TestBusyPoolNewClientConnectsLikeRPCX|TestPartitionFencing|TestProcess.*)$$
 .PHONY: check
 check: fmt-check vet
 	$(GO) test -count=1 -p $(CHECK_P) -timeout 5m -skip '$(CHECK_SKIP)' $$($(GO) list ./... | grep -v $(foreach d,$(CHECK_EXCLUDE),-e '/$(d)$$' -e '/$(d)/'))
