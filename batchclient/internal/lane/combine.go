@@ -23,13 +23,13 @@ import (
 // The rest of the frame goes to the writer goroutine (writerState.rest),
 // which writes it first, under the heartbeat's judgement of a frozen peer.
 //
-// What it buys is small: on a quiet machine, calls/s with it on ÷ off
-// was a median 1.09 at one caller and 1.10 at ten (perf, six alternated
-// rounds, docs/hot-paths.md, "No hand-off when nobody waits"); on a busy
-// one BenchmarkCall at one goroutine leaned the other way. It is kept for
-// the quiet-machine gain, and because a quiet lane's call then takes
-// the path a plain rpcx call takes (the caller's own write); the server's
-// reply writer, which measured no gain, has one owner.
+// What it buys is small: a tenth more calls/s at one and ten callers on
+// a quiet machine, none on a busy one (perf -paths batch -ops call
+// -writers 1,10 and BenchmarkCall, alternated with it off; the figures
+// are in docs/hot-paths.md, "No hand-off when nobody waits"). It is kept
+// for that, and because a quiet lane's call then takes the path a plain
+// rpcx call takes (the caller's own write); the server's reply writer,
+// where the same hand-off measured no gain, has one owner.
 
 // combining says whether lanes made from now on let their callers write
 // their own frames; on unless a test turned it off (SetCombining).
