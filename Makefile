@@ -44,6 +44,9 @@ race:
 	# The plain-rpcx reference of arguments the codec cannot encode,
 	# likewise (rpcx's removeClient races with its Client.input).
 	$(GO) test -count=1 -timeout 5m -run '^TestXClientCompareUnencodableArgs$$' ./batchclient/
+	# The retry storm's rates and pauses, which the race detector's cost
+	# would measure (under -race the storm runs for its data races only).
+	$(GO) test -count=1 -timeout 5m -run '^TestRetryStormKeepsFramesFlowing$$' ./reliability/
 	# The fleet's costs (batchclient/fleet_test.go), which measure memory
 	# and connections: the race detector's shadow memory would measure
 	# itself, so they build without it.

