@@ -157,7 +157,19 @@ func (p *peer) awaitFresh(ctx context.Context, full, created bool) (*peerView, e
 	for {
 		p.lastUsed.Store(time.Now().UnixNano())
 		switch v.state {
-		case stateBatch, statePlain:
+		case stateBatch:
+			if !v.draining() {
+				return v, nil
+			}
+			// The server said it shuts down, and the peer has not yet
+			// taken its pool off (drainPool): under load a Failtry
+			// retry got here again and again, each attempt refused at
+			// once with ErrDraining, where plain rpcx's retry dials the
+			// server's successor. Wait for the peer's next view, as for
+			// a down one (TestQuickRestartFailtryRetriesAsOnPlain).
+			stale = v
+			p.wantedNow()
+		case statePlain:
 			return v, nil
 		case stateConnecting:
 			if v.conn != nil && !full {
@@ -188,6 +200,17 @@ func (p *peer) awaitFresh(ctx context.Context, full, created bool) (*peerView, e
 		}
 		v = p.view.Load()
 	}
+}
+
+// draining reports whether a lane of v's pool heard its server's drain
+// notice.
+func (v *peerView) draining() bool {
+	for _, l := range v.lanes {
+		if l.Draining() {
+			return true
+		}
+	}
+	return false
 }
 
 // freshConn is what an XClient's new RPCClient for addr is made with: the
