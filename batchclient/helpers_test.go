@@ -38,6 +38,7 @@ func startServerAt(t testing.TB, addr string) (*server.Server, *batchserver.Plug
 	require.NoError(t, s.RegisterName("Arith", new(testsvc.Arith), ""))
 	p, err := batchserver.New(s)
 	require.NoError(t, err)
+	testsvc.NoJSONRPC(s)
 	go s.Serve("tcp", addr)
 	deadline := time.Now().Add(5 * time.Second)
 	for s.Address() == nil {

@@ -28,6 +28,7 @@ func serveArithAt(t *testing.T, addr string, plain bool) *server.Server {
 		_, err := batchserver.New(s)
 		require.NoError(t, err)
 	}
+	testsvc.NoJSONRPC(s)
 	go s.Serve("tcp", addr)
 	require.True(t, eventually(5*time.Second, func() bool { return s.Address() != nil }), "server at %s did not start", addr)
 	t.Cleanup(func() { s.Close() })

@@ -17,6 +17,7 @@ import (
 	"github.com/rpcxbatch/rpcxbatch/batchclient"
 	"github.com/rpcxbatch/rpcxbatch/batchserver"
 	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testenv"
+	"github.com/rpcxbatch/rpcxbatch/internal/testkit/testsvc"
 )
 
 // RollArgs names one call: the caller goroutine and its sequence number.
@@ -64,6 +65,7 @@ func rollServer(t *testing.T, l *ledger, batch bool, addr string) (*server.Serve
 			require.NoError(t, err)
 		}
 		errc := make(chan error, 1)
+		testsvc.NoJSONRPC(s)
 		go func() { errc <- s.Serve("tcp", addr) }()
 		for s.Address() == nil {
 			select {
