@@ -31,8 +31,9 @@ type heldFrame struct {
 // conn is the batch state of one client connection: it puts frames back in
 // lane order, and it collects replies and writes them as reply frames.
 type conn struct {
-	p *Plugin
-	c net.Conn
+	p    *Plugin
+	c    net.Conn
+	mark *laneMark // the hooks' mark of c: its frames read, not yet begun
 
 	// Frame order. rpcx hands each frame to its own goroutine; the one that
 	// finds the next expected frame delivers it and every held frame after it.
@@ -91,15 +92,20 @@ type conn struct {
 	frames     atomic.Uint32
 	seenFrames uint32
 	quietShed  bool
+	// untakenSince is when a look first found output the peer had not
+	// taken, since the plugin was made (0: the last look found none); a
+	// drain waits for the peer for at most the write timeout from then
+	// (conn.delivered).
+	untakenSince atomic.Int64
 
 	// sends runs the connection's send entries in lane order.
 	sends sendQueue
 }
 
-func newConn(p *Plugin, c net.Conn) *conn {
+func newConn(p *Plugin, c net.Conn, m *laneMark) *conn {
 	// held is made by the first frame (deliver) and let go while the
 	// connection is quiet (shed): an idle lane holds no table.
-	st := &conn{p: p, c: c, nextSeq: 1}
+	st := &conn{p: p, c: c, mark: m, nextSeq: 1}
 	st.maxReply.Store(int64(p.opts.MaxFrameBytes))
 	return st
 }

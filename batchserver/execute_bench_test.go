@@ -41,7 +41,7 @@ func BenchmarkExecute(b *testing.B) {
 	c1, c2 := net.Pipe()
 	defer c1.Close()
 	defer c2.Close()
-	c := newConn(p, c1)
+	c := newConn(p, c1, &laneMark{})
 	b.ReportAllocs()
 	var (
 		buf []byte

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/smallnest/rpcx/protocol"
@@ -37,6 +38,9 @@ type hookContainer struct {
 	// handshakeRead, when set, is told of each lane handshake rpcx reads,
 	// in its read loop, before the handshake waits for a worker.
 	handshakeRead func(net.Conn)
+	// frameRead, when set, is told of each frame rpcx reads on a lane, in
+	// its read loop, before the goroutine that handles the frame starts.
+	frameRead func()
 }
 
 // laneBeatGap is how often a lane's heartbeats may come and still skip the
@@ -46,10 +50,17 @@ type hookContainer struct {
 // not upkeep, and meets the hooks as a plain connection's heartbeat does.
 const laneBeatGap = 100 * time.Millisecond
 
-// laneMark is what the hooks know of a lane. Only the connection's read
-// loop (rpcx's, one per connection) touches it.
+// laneMark is what the hooks know of a lane.
 type laneMark struct {
-	freeBeat time.Time // when a heartbeat last skipped the read hooks
+	// freeBeat is when a heartbeat last skipped the read hooks. Only the
+	// connection's read loop (rpcx's, one per connection) touches it.
+	freeBeat time.Time
+	// unstarted counts the frames rpcx has read on the lane whose handler
+	// has not yet counted their entries in (conn.deliver): rpcx counts a
+	// request as being handled only once the goroutine it starts for it
+	// runs, and a drain must not take a frame read before then for
+	// nothing in flight (conn.idle).
+	unstarted atomic.Int64
 }
 
 // upkeep reports whether a heartbeat read now skips the read hooks.
@@ -95,10 +106,12 @@ func (h *hookContainer) lane(ctx context.Context) *laneMark {
 	return lm
 }
 
-// isLane reports whether c has made a lane handshake and is not closed.
-func (h *hookContainer) isLane(c net.Conn) bool {
-	_, ok := h.lanes.Load(c)
-	return ok
+// mark returns the mark of c, or nil unless c has made a lane handshake
+// and is not closed.
+func (h *hookContainer) mark(c net.Conn) *laneMark {
+	m, _ := h.lanes.Load(c)
+	lm, _ := m.(*laneMark)
+	return lm
 }
 
 // DoPreReadRequest runs the PreReadRequest hooks before rpcx reads a
@@ -114,9 +127,17 @@ func (h *hookContainer) DoPreReadRequest(ctx context.Context) error {
 
 // DoPostReadRequest runs the read hooks for every message but a frame and
 // a lane's upkeep (see hookContainer); a connection's first handshake
-// marks it as a lane.
+// marks it as a lane, and a frame counts as read (laneMark.unstarted).
 func (h *hookContainer) DoPostReadRequest(ctx context.Context, r *protocol.Message, e error) error {
 	if e == nil && isFrame(r) {
+		// A frame on a connection that is not a lane is refused by its
+		// handler.
+		if m := h.lane(ctx); m != nil {
+			m.unstarted.Add(1)
+			if h.frameRead != nil {
+				h.frameRead()
+			}
+		}
 		return nil
 	}
 	m := h.lane(ctx)

@@ -73,6 +73,9 @@ type Plugin struct {
 	armed    atomic.Bool
 	holdMu   sync.Mutex // guards holding
 	holding  bool
+	// made is when New made the plugin: the connections note times as
+	// the time since (conn.untakenSince), on the monotonic clock.
+	made time.Time
 }
 
 // New adds the batch plugin to s and returns it. With WithPoolSize(Disabled)
@@ -107,6 +110,7 @@ func New(s *server.Server, opts ...Option) (*Plugin, error) {
 		s:           s,
 		opts:        o,
 		incarnation: binary.LittleEndian.Uint64(seed[:]) | 1,
+		made:        time.Now(),
 		metrics:     newServerMetrics(o.Registry),
 		sends:       make(map[string]SendHandler),
 		conns:       make(map[net.Conn]*conn),
@@ -142,6 +146,7 @@ func New(s *server.Server, opts ...Option) (*Plugin, error) {
 	// skips lane messages and the plugin runs those hooks per entry.
 	p.hooks = wrapPlugins(s)
 	p.hooks.handshakeRead = p.handshakeRead
+	p.hooks.frameRead = p.frameRead
 	s.Plugins.Add(p)
 	return p, nil
 }
@@ -267,8 +272,8 @@ func (p *Plugin) conn(c net.Conn) *conn {
 	p.connMu.Lock()
 	defer p.connMu.Unlock()
 	st := p.conns[c]
-	if st == nil && p.hooks.isLane(c) {
-		st = newConn(p, c)
+	if m := p.hooks.mark(c); st == nil && m != nil {
+		st = newConn(p, c, m)
 		p.conns[c] = st
 		p.janitor.arm()
 	}
@@ -323,29 +328,42 @@ func (p *Plugin) batch(ctx *server.Context) error {
 		c.Close()
 		return nil
 	}
+	delivered := p.frame(ctx, st)
+	// Counted as read until now (laneMark.unstarted): from here on its
+	// entries are counted in flight (deliver), or its connection is
+	// closed.
+	st.mark.unstarted.Add(-1)
+	if delivered {
+		p.holdWhileDraining(st)
+	}
+	return nil
+}
+
+// frame decodes a frame read on st and delivers its entries; it reports
+// false when the frame broke the protocol and st was failed.
+func (p *Plugin) frame(ctx *server.Context, st *conn) bool {
 	if len(ctx.Payload()) > p.opts.MaxFrameBytes {
 		st.fail(fmt.Errorf("%w: %d bytes, cap %d", codec.ErrFrameTooLarge, len(ctx.Payload()), p.opts.MaxFrameBytes))
-		return nil
+		return false
 	}
 	seq, entries, err := codec.DecodeBatch(ctx.Payload(), p.opts.BatchCap)
 	if err != nil {
 		st.fail(err)
-		return nil
+		return false
 	}
 	// Compressed entries (compress.go), inflated within the frame's cap;
 	// the bytes they gain count against the lane's byte window.
 	gained, err := codec.InflateEntries(entries, len(ctx.Payload()), p.opts.MaxFrameBytes)
 	if err != nil {
 		st.fail(err)
-		return nil
+		return false
 	}
 	p.metrics.frames.Inc(1)
 	p.metrics.batchSize.Update(int64(len(entries)))
 	arrived := frameArrived(ctx)
 	p.release.Touch()
 	st.deliver(seq, entries, len(ctx.Payload())+gained, arrived)
-	p.holdWhileDraining(st)
-	return nil
+	return true
 }
 
 // frameArrived is when rpcx read the frame (it notes the moment in the

@@ -9,6 +9,7 @@ import (
 	"github.com/smallnest/rpcx/server"
 
 	"github.com/rpcxbatch/rpcxbatch/internal/rpcxlayout"
+	"github.com/rpcxbatch/rpcxbatch/internal/sockout"
 )
 
 // Graceful shutdown. rpcx v1.9.4's Server.Shutdown calls every plugin's
@@ -229,24 +230,55 @@ func (p *Plugin) watchIdle() {
 	}
 }
 
-// allIdle reports whether every connection has settled (no entry
-// unfinished, no reply waiting for the writer) and whether every one has
-// flushed (its writer is done). Only entries unsettle a connection: the
+// allIdle reports whether every connection has settled (no frame
+// undelivered, no entry unfinished, no reply waiting for the writer) and
+// whether every one has flushed (its writer is done, and its peer has
+// taken what was written). Only entries unsettle a connection: the
 // drain's own notices keep a writer busy for a moment, and must not keep
-// the drain from ending.
+// the drain from ending. The sockets are looked at only once every writer
+// is done: a drain looks every few milliseconds.
 func (p *Plugin) allIdle() (settled, flushed bool) {
+	conns := p.allConns(nil)
 	settled, flushed = true, true
-	for _, c := range p.allConns(nil) {
-		s, f := c.idle()
+	for _, c := range conns {
+		s, f := c.idleInProcess()
 		settled, flushed = settled && s, flushed && f
+	}
+	for i := 0; flushed && i < len(conns); i++ {
+		flushed = conns[i].delivered()
 	}
 	return settled, flushed
 }
 
-// idle reports whether every connection has settled and flushed.
+// idle reports whether every connection has settled and flushed. It
+// looks at the sockets only once every writer is done: a frame's handler
+// calls it while services are unregistered (holdWhileDraining).
 func (p *Plugin) idle() bool {
-	s, f := p.allIdle()
-	return s && f
+	conns := p.allConns(nil)
+	for _, c := range conns {
+		if s, f := c.idleInProcess(); !s || !f {
+			return false
+		}
+	}
+	for _, c := range conns {
+		if !c.delivered() {
+			return false
+		}
+	}
+	return true
+}
+
+// frameRead runs in rpcx's read loop for each frame it reads on a lane.
+// A frame read once Shutdown has begun, or once UnregisterAll has run (a
+// Shutdown will then come without its hooks, see holdWhileDraining),
+// counts the plugin in rpcx's count of requests being handled there and
+// then: rpcx counts the frame itself only once the goroutine it starts for
+// it runs, which on a busy machine can be after Shutdown has looked at its
+// count, found nothing, and closed the connection under the frame's calls.
+func (p *Plugin) frameRead() {
+	if p.rs.shuttingDown() || p.armed.Load() && p.rs.hooksSpent() {
+		p.keepCounted(true)
+	}
 }
 
 // holdWhileDraining keeps a frame's handler, and with it rpcx's count of
@@ -296,19 +328,58 @@ func (p *Plugin) tracked(c *conn) bool {
 	return p.conns[c.c] == c
 }
 
-// idle reports whether every entry delivered on c has finished and
-// queued its reply (settled), and whether the writer has written them all
-// (flushed). A broken connection writes nothing more: it is both.
+// idle reports whether every frame rpcx read on c has been delivered,
+// and every entry delivered has finished and queued its reply (settled),
+// and whether the writer has written them all and the peer has taken them
+// (flushed, see delivered). A broken connection writes nothing more: it
+// is both.
 func (c *conn) idle() (settled, flushed bool) {
+	if settled, flushed = c.idleInProcess(); flushed {
+		flushed = c.delivered()
+	}
+	return settled, flushed
+}
+
+// idleInProcess is idle as far as the process can tell, without the look
+// at the socket: flushed once the writer has written everything.
+func (c *conn) idleInProcess() (settled, flushed bool) {
 	c.replyMu.Lock()
 	defer c.replyMu.Unlock()
 	if c.broken {
 		return true, true
 	}
-	// queueReply gives an entry's place back under replyMu, in the same
-	// step that queues its reply and starts the writer.
-	settled = c.inflight.Load() == 0 && len(c.replies) == 0
+	// A frame's handler counts its entries in flight before it counts the
+	// frame out of the unstarted ones: looked at in the other order, a
+	// frame between the two would be in neither count. queueReply gives an
+	// entry's place back under replyMu, in the same step that queues its
+	// reply and starts the writer.
+	settled = c.mark.unstarted.Load() == 0
+	settled = settled && c.inflight.Load() == 0 && len(c.replies) == 0
 	return settled, !c.writing && !c.drainNotice.Load()
+}
+
+// delivered reports whether the peer has taken (acknowledged) everything
+// the writer wrote, as far as the socket tells (internal/sockout), or has
+// left output untaken for longer than the write timeout, as counted from
+// the first look that found it (a peer that does not read is not waited
+// for longer than a write would wait for it).
+//
+// rpcx closes the connection once the drain ends, and Linux answers the
+// close of a socket with unread input (frames the lane wrote before it
+// heard the drain notice) with a reset that drops what the socket still
+// held: replies written, whose calls had run, lost on a peer that reads
+// slowly.
+func (c *conn) delivered() bool {
+	n, ok := sockout.Unacked(c.c)
+	if !ok || n == 0 {
+		c.untakenSince.Store(0)
+		return true
+	}
+	now := int64(time.Since(c.p.made))
+	if c.untakenSince.CompareAndSwap(0, now) {
+		return false
+	}
+	return time.Duration(now-c.untakenSince.Load()) > c.p.opts.WriteTimeout
 }
 
 // noticeDrain has the connection's writer send a drain notice.

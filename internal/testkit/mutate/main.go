@@ -208,8 +208,44 @@ var faults = []fault{
 		// A closed connection's handshake makes its state anyway.
 		name: "handshake-state-after-close",
 		edits: []edit{{"batchserver/plugin.go",
-			"if st == nil && p.hooks.isLane(c) {",
-			"if st == nil {"}},
+			"if m := p.hooks.mark(c); st == nil && m != nil {",
+			"if m := p.hooks.mark(c); st == nil {\n\t\tif m == nil {\n\t\t\tm = &laneMark{}\n\t\t}"}},
+		pkgs: []string{"./batchserver/"},
+	},
+	{
+		// A frame counts only once its handler runs: a drain takes a frame
+		// read before then for nothing in flight.
+		name: "frame-uncounted-until-its-handler-runs",
+		edits: []edit{{"batchserver/shutdown.go",
+			"settled = c.mark.unstarted.Load() == 0",
+			"settled = c.mark.unstarted.Load() < 1<<62"}},
+		pkgs: []string{"./batchserver/"},
+	},
+	{
+		// A frame read while Shutdown runs does not hold it: rpcx closes
+		// the connection before the frame's goroutine counts it.
+		name: "frame-read-in-shutdown-uncounted",
+		edits: []edit{{"batchserver/shutdown.go",
+			"if p.rs.shuttingDown() || p.armed.Load() && p.rs.hooksSpent() {\n\t\tp.keepCounted(true)",
+			"if false {\n\t\tp.keepCounted(true)"}},
+		pkgs: []string{"./batchserver/"},
+	},
+	{
+		// A written reply counts as delivered: rpcx's close resets the
+		// connection and drops what the client had not yet taken.
+		name: "drain-ignores-untaken-output",
+		edits: []edit{{"batchserver/shutdown.go",
+			"n, ok := sockout.Unacked(c.c)\n\tif !ok || n == 0 {",
+			"n, ok := sockout.Unacked(c.c)\n\tif true || !ok || n == 0 {"}},
+		pkgs: []string{"./batchserver/"},
+	},
+	{
+		// A client that takes nothing holds Shutdown until its context
+		// ends.
+		name: "untaken-output-waited-for-unbounded",
+		edits: []edit{{"batchserver/shutdown.go",
+			"return time.Duration(now-c.untakenSince.Load()) > c.p.opts.WriteTimeout",
+			"return time.Duration(now-c.untakenSince.Load()) < 0"}},
 		pkgs: []string{"./batchserver/"},
 	},
 }
