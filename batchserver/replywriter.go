@@ -74,12 +74,18 @@ func (c *conn) startWriter() { c.p.tasks.spawn(c.writeReplies) }
 // to the caps, writes it as one frame with one Write, and repeats until
 // nothing is left; it never waits for more.
 //
-// Before each take it settles (settle.Settle): freshly started, it runs
-// ahead of the entry goroutines of the same frame that are about to reply,
-// and lets them queue; writing at once shipped smaller frames.
+// Before each take it settles (settle.Settle) while entries of its
+// connection are unfinished: freshly started, it runs ahead of the entry
+// goroutines of the same frame that are about to reply, and lets them
+// queue; writing at once shipped smaller frames. With none unfinished no
+// reply of its own is on its way, and it writes at once: a settle there
+// yielded for other connections' entries and kept the writer alive
+// meanwhile (docs/performance-history.md, "reply writer").
 func (c *conn) writeReplies() {
 	for {
-		settle.Settle(c.queuedReplies, c.p.opts.BatchCap, c.p.workers.waiting)
+		if c.inflight.Load() > 0 {
+			settle.Settle(c.queuedReplies, c.p.opts.BatchCap, c.p.workers.waiting)
+		}
 		c.replyMu.Lock()
 		batch := c.replies
 		credits := c.credits.Swap(0)
