@@ -146,14 +146,26 @@ func (p *Plugin) awaitIdle(deadline time.Time) (settled, flushed bool) {
 }
 
 // awaitNotices waits until every connection's writer has written what it
-// was asked to (the drain notices), or until deadline.
+// was asked to (the drain notices), or until deadline. It does not wait
+// for the peers to acknowledge them: nothing else is left to write (the
+// drain found every connection flushed), a notice lost to the close's
+// reset costs the lane nothing a lost connection does not, and a peer
+// with nothing to send may delay its acknowledgement by tens of
+// milliseconds, during which more frames would arrive and hold Shutdown.
 func (p *Plugin) awaitNotices(deadline time.Time) {
-	for time.Now().Before(deadline) {
-		if _, flushed := p.allIdle(); flushed {
-			return
-		}
+	for time.Now().Before(deadline) && !p.allWritten() {
 		time.Sleep(drainPoll / 4)
 	}
+}
+
+// allWritten reports whether every connection's writer is done.
+func (p *Plugin) allWritten() bool {
+	for _, c := range p.allConns(nil) {
+		if _, flushed := c.idleInProcess(); !flushed {
+			return false
+		}
+	}
+	return true
 }
 
 // keepCounted counts the plugin in rpcx's handlerMsgNum, unless it is

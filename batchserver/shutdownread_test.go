@@ -83,7 +83,7 @@ func runShutdownRead(t *testing.T, batch, duringShutdown bool) shutdownReadOutco
 	if batch {
 		gate = newReadGate(codec.ServicePath, codec.MethodBatch)
 	} else {
-		gate = newReadGate("Arith", "")
+		gate = newReadGate("Arith", "Sleep")
 	}
 	s := server.NewServer()
 	if batch {
@@ -106,6 +106,8 @@ func runShutdownRead(t *testing.T, batch, duringShutdown bool) shutdownReadOutco
 	}
 	addr := serve(t, s)
 
+	// Armed before the request is written: rpcx may read it at once.
+	gate.armed.Store(true)
 	result := make(chan shutdownReadOutcome, 1)
 	if batch {
 		c := silentLane(t, addr)
@@ -134,7 +136,6 @@ func runShutdownRead(t *testing.T, batch, duringShutdown bool) shutdownReadOutco
 			result <- shutdownReadOutcome{replied: err == nil && r.C == 5, err: err}
 		}()
 	}
-	gate.armed.Store(true)
 	if !duringShutdown {
 		select {
 		case <-gate.entered:
