@@ -59,37 +59,6 @@ func plainRequest(seq uint64, path, method string, payload []byte) []byte {
 	return codec.AppendMessage(nil, h, path, method, nil, payload)
 }
 
-// countAnswers reads from c until it ends or d passes and counts the
-// answers to ids: reply frames' entries on a lane, responses by sequence
-// number on a plain connection.
-func countAnswers(c net.Conn, ids map[uint64]bool, d time.Duration) (int, error) {
-	if err := c.SetReadDeadline(time.Now().Add(d)); err != nil {
-		return 0, err
-	}
-	got := 0
-	for got < len(ids) {
-		msg, _, err := codec.ReadMessage(c, 1<<24, nil)
-		if err != nil {
-			return got, err
-		}
-		switch {
-		case msg.Header.MessageType() == protocol.Response && ids[msg.Header.Seq()]:
-			got++
-		case msg.ServicePath == codec.ServicePath && msg.ServiceMethod == codec.MethodReply:
-			_, replies, err := codec.DecodeReplies(msg.Payload, 0, nil)
-			if err != nil {
-				return got, err
-			}
-			for _, rp := range replies {
-				if ids[rp.ID] {
-					got++
-				}
-			}
-		}
-	}
-	return got, nil
-}
-
 // TestShutdownLetsTheClientTakeItsReplies: replies the server has written
 // reach a client that reads them slowly, even though the client wrote
 // more than the server read before Shutdown closed the connection. Linux
@@ -114,13 +83,14 @@ func countAnswers(c net.Conn, ids map[uint64]bool, d time.Duration) (int, error)
 // reading, and how long Shutdown took.
 func unackedShutdown(t *testing.T, batch bool, calls, size int, readAfter time.Duration, opts ...batchserver.Option) (answered int, readErr error, took time.Duration) {
 	gate := newReadGate("Arith", "Mul")
-	s := server.NewServer()
+	var s *server.Server
 	var replyFrames func() int64
 	if batch {
-		s2, pl := newServer(t, opts...)
-		s = s2
+		var pl *batchserver.Plugin
+		s, pl = newServer(t, opts...)
 		replyFrames = func() int64 { return counter(t, pl.Metrics(), "rpcxbatch.server.reply_frames") }
 	} else {
+		s = server.NewServer()
 		require.NoError(t, s.RegisterName("Arith", new(testsvc.Arith), ""))
 		require.NoError(t, s.RegisterName("Echo", new(testsvc.Echo), ""))
 	}
