@@ -22,13 +22,17 @@ import (
 // graceful shutdown the way it looks from the wire: it reads frames until
 // it holds wantCalls calls, then sends a drain notice, reads nothing more,
 // answers the first answerCalls of them (a moment later), and closes the
-// connection. Calls it never answers were in frames it "never read".
-func drainingServer(t *testing.T, wantCalls, answerCalls int) string {
+// connection. Calls it never answers were in frames it "never read";
+// with unrun, it says that it did not run them (codec.MethodUnrun) and
+// keeps the connection until the test ends.
+func drainingServer(t *testing.T, wantCalls, answerCalls int, unrun bool) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { ln.Close() })
 	const inc = 0xd1a1
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
 	go func() {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -72,6 +76,14 @@ func drainingServer(t *testing.T, wantCalls, answerCalls int) string {
 			b = codec.AppendReply(b, &codec.Reply{ID: id, Payload: mustMsgpack(testsvc.Reply{C: int(id)})})
 		}
 		conn.Write(codec.AppendMessage(nil, &h, codec.ServicePath, codec.MethodReply, nil, b))
+		if unrun {
+			conn.Write(codec.AppendMessage(nil, &h, codec.ServicePath, codec.MethodUnrun, nil, codec.AppendUnrun(nil, inc, ids[answerCalls:])))
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+			}
+			return
+		}
 		time.Sleep(300 * time.Millisecond) // rpcx's Shutdown polls
 	}()
 	return ln.Addr().String()
@@ -91,7 +103,7 @@ func mustMsgpack(v any) []byte {
 // retries), not hanging and not as a ServiceError; a call made after the
 // notice fails at once with ErrDraining.
 func TestLaneDrain(t *testing.T) {
-	addr := drainingServer(t, 2, 1)
+	addr := drainingServer(t, 2, 1, false)
 	c := newClient(t, batchclient.WithLanes(1), batchclient.WithReconnect(time.Second, time.Second))
 	require.NoError(t, c.Start(addr))
 	require.Eventually(t, func() bool { return c.Info(addr).Status == batchclient.Connected }, 10*time.Second, 5*time.Millisecond)
@@ -133,4 +145,39 @@ func TestLaneDrain(t *testing.T) {
 	}
 	assert.Equal(t, 1, ok, "calls answered")
 	assert.Equal(t, 1, lost, "calls failed with ErrConnection")
+}
+
+// A lane told that its server drains and did not run a call it wrote (a
+// frame read too late in the server's Shutdown to run,
+// codec.MethodUnrun): that call fails with ErrDraining, which rpcx's
+// Failover retries, at once, not when the server closes the connection
+// (this server keeps it until the test ends); the call the server ran
+// gets its reply.
+func TestLaneUnrunCallsFailAsDraining(t *testing.T) {
+	addr := drainingServer(t, 2, 1, true)
+	c := newClient(t, batchclient.WithLanes(1), batchclient.WithReconnect(time.Second, time.Second))
+	require.NoError(t, c.Start(addr))
+	require.Eventually(t, func() bool { return c.Info(addr).Status == batchclient.Connected }, 10*time.Second, 5*time.Millisecond)
+
+	errs := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			var r testsvc.Reply
+			errs <- c.Call(ctxT(t, 20*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: i}, &r)
+		}()
+	}
+	var ok, unrun int
+	for range 2 {
+		err := <-errs
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, batchclient.ErrDraining):
+			unrun++
+		default:
+			t.Errorf("unexpected error: %v", err)
+		}
+	}
+	assert.Equal(t, 1, ok, "calls answered")
+	assert.Equal(t, 1, unrun, "calls failed with ErrDraining")
 }

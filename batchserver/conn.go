@@ -67,7 +67,7 @@ type conn struct {
 	// Replies. At most one writer goroutine runs per connection: it is
 	// started when the first reply or credit is queued and exits when there
 	// is none left, so an idle or closed connection holds no goroutine.
-	// replyMu guards replies, spare, writing and broken. writing says a
+	// replyMu guards replies, spare, unrun, writing and broken. writing says a
 	// writer runs, or has been claimed (claimWriterLocked): the socket's
 	// replies have one owner at a time, and buf and written are its own.
 	replyMu sync.Mutex
@@ -77,6 +77,9 @@ type conn struct {
 	writing bool
 	broken  bool
 	buf     []byte
+	// unrun holds the ids of calls the writer is to tell the lane did not
+	// run (Plugin.unrun).
+	unrun []uint64
 	// drainNotice asks the writer for a drain notice (see shutdown.go).
 	drainNotice atomic.Bool
 	// pingWanted asks the writer for a server heartbeat (see busyping.go).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/smallnest/rpcx/protocol"
 	"github.com/smallnest/rpcx/server"
+	"github.com/smallnest/rpcx/share"
 
 	"github.com/rpcxbatch/rpcxbatch/codec"
 )
@@ -39,9 +40,15 @@ type hookContainer struct {
 	// in its read loop, before the handshake waits for a worker.
 	handshakeRead func(net.Conn)
 	// frameRead, when set, is told of each frame rpcx reads on a lane, in
-	// its read loop, before the goroutine that handles the frame starts.
-	frameRead func()
+	// its read loop, before the goroutine that handles the frame starts;
+	// false has the frame's entries not run (unrunKey).
+	frameRead func() bool
 }
+
+// unrunKey marks, in a frame's context, a frame whose entries are not to
+// run: it was read once Shutdown may have looked at its count of requests
+// being handled (Plugin.frameRead).
+type unrunKey struct{}
 
 // laneBeatGap is how often a lane's heartbeats may come and still skip the
 // read hooks. A lane sends one when it has heard nothing for its heartbeat
@@ -134,8 +141,11 @@ func (h *hookContainer) DoPostReadRequest(ctx context.Context, r *protocol.Messa
 		// handler.
 		if m := h.lane(ctx); m != nil {
 			m.unstarted.Add(1)
-			if h.frameRead != nil {
-				h.frameRead()
+			if h.frameRead != nil && !h.frameRead() {
+				// The request's context is the one its handler gets.
+				if sc, ok := ctx.(*share.Context); ok {
+					share.WithLocalValue(sc, unrunKey{}, true)
+				}
 			}
 		}
 		return nil

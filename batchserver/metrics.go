@@ -17,7 +17,7 @@ type serverMetrics struct {
 	errUnknown, errPanic     metrics.Counter
 	errDeadline, errWrite    metrics.Counter
 	errUnknownSend, errCodec metrics.Counter
-	errRefused               metrics.Counter
+	errRefused, errUnrun     metrics.Counter
 	// memoryReleases counts WithIdleMemoryRelease's releases.
 	memoryReleases metrics.Counter
 }
@@ -35,7 +35,7 @@ func newServerMetrics(r metrics.Registry) *serverMetrics {
 		errUnknown: c("errors.unknown_service"), errPanic: c("errors.panic"),
 		errDeadline: c("errors.deadline"), errWrite: c("errors.write"),
 		errUnknownSend: c("errors.unknown_send"), errCodec: c("errors.codec"),
-		errRefused:     c("errors.refused"),
+		errRefused: c("errors.refused"), errUnrun: c("errors.unrun"),
 		memoryReleases: c("memory_releases"),
 	}
 }

@@ -328,6 +328,11 @@ func (p *Plugin) batch(ctx *server.Context) error {
 		c.Close()
 		return nil
 	}
+	if unrun, _ := ctx.Get(unrunKey{}).(bool); unrun {
+		p.unrun(ctx, st)
+		st.mark.unstarted.Add(-1)
+		return nil
+	}
 	delivered := p.frame(ctx, st)
 	// Counted as read until now (laneMark.unstarted): from here on its
 	// entries are counted in flight (deliver), or its connection is
@@ -364,6 +369,29 @@ func (p *Plugin) frame(ctx *server.Context, st *conn) bool {
 	p.release.Touch()
 	st.deliver(seq, entries, len(ctx.Payload())+gained, arrived)
 	return true
+}
+
+// unrun answers a frame read too late in a Shutdown to run (frameRead):
+// its entries do not run, and its calls are told so, through the
+// connection's writer, with an error the client retries elsewhere. Casts
+// and sends are dropped unrun, as a plain oneway request read then is
+// lost with its connection. The lane gets a drain notice with it: a
+// Shutdown that ran no Unregister hook may have sent it none.
+func (p *Plugin) unrun(ctx *server.Context, st *conn) {
+	st.noticeDrain()
+	_, entries, err := codec.DecodeBatch(ctx.Payload(), p.opts.BatchCap)
+	if err != nil {
+		st.fail(err)
+		return
+	}
+	p.metrics.errUnrun.Inc(int64(len(entries)))
+	ids := make([]uint64, 0, len(entries))
+	for i := range entries {
+		if entries[i].Kind == codec.KindCall {
+			ids = append(ids, entries[i].ID)
+		}
+	}
+	st.queueUnrun(ids)
 }
 
 // frameArrived is when rpcx read the frame (it notes the moment in the

@@ -51,6 +51,25 @@ func (c *conn) credit(fr *frameHold) {
 	}
 }
 
+// queueUnrun has the connection's writer tell the lane that the calls ids
+// did not run (codec.MethodUnrun).
+func (c *conn) queueUnrun(ids []uint64) {
+	if len(ids) == 0 {
+		return
+	}
+	c.replyMu.Lock()
+	if c.broken {
+		c.replyMu.Unlock()
+		return
+	}
+	c.unrun = append(c.unrun, ids...)
+	start := c.claimWriterLocked()
+	c.replyMu.Unlock()
+	if start {
+		c.startWriter()
+	}
+}
+
 // claimWriterLocked reports whether the caller, holding replyMu, is to
 // start the connection's writer: none runs, and from now on one counts as
 // running (writing), so that only one caller starts it.
@@ -92,7 +111,9 @@ func (c *conn) writeReplies() {
 		freed := c.bytes.credit.Swap(0)
 		notice := c.drainNotice.Swap(false)
 		ping := c.pingWanted.Swap(false)
-		if len(batch) == 0 && credits == 0 && freed == 0 && !notice && !ping {
+		unrun := c.unrun
+		c.unrun = nil
+		if len(batch) == 0 && credits == 0 && freed == 0 && !notice && !ping && len(unrun) == 0 {
 			c.writing = false
 			c.replyMu.Unlock()
 			return
@@ -104,7 +125,7 @@ func (c *conn) writeReplies() {
 		taken := batch
 		for first := true; first || len(batch) > 0; first = false {
 			n := c.fit(batch)
-			if err := c.writeFrame(batch[:n], credits, freed, notice, ping); err != nil {
+			if err := c.writeFrame(batch[:n], credits, freed, notice, ping, unrun); err != nil {
 				c.p.metrics.errWrite.Inc(1)
 				logf("rpcxbatch: writing replies to %s: %v", c.c.RemoteAddr(), err)
 				c.replyMu.Lock()
@@ -114,7 +135,7 @@ func (c *conn) writeReplies() {
 				return
 			}
 			c.unwritten.Add(-int64(n))
-			batch, credits, freed, notice, ping = batch[n:], 0, 0, false, false
+			batch, credits, freed, notice, ping, unrun = batch[n:], 0, 0, false, false, nil
 		}
 		c.replyMu.Lock()
 		if c.spare == nil {
@@ -139,9 +160,10 @@ func (c *conn) fit(batch []codec.Reply) int {
 }
 
 // writeFrame writes a server heartbeat (when ping), a drain notice (when
-// notice), a credit message (when credits or freed bytes > 0) and a reply
-// frame (when there are replies) with one Write.
-func (c *conn) writeFrame(replies []codec.Reply, credits, freed int64, notice, ping bool) error {
+// notice), an unrun notice (for the calls unrun), a credit message (when
+// credits or freed bytes > 0) and a reply frame (when there are replies)
+// with one Write.
+func (c *conn) writeFrame(replies []codec.Reply, credits, freed int64, notice, ping bool, unrun []uint64) error {
 	h := codec.OnewayHeader(0)
 	b := c.buf[:0]
 	if ping {
@@ -151,6 +173,12 @@ func (c *conn) writeFrame(replies []codec.Reply, credits, freed int64, notice, p
 		var mark codec.MessageMark
 		b, mark = codec.StartMessage(b, &h, codec.ServicePath, codec.MethodDrain, nil)
 		b = codec.AppendDrain(b, c.p.incarnation)
+		codec.FinishMessage(b, mark)
+	}
+	if len(unrun) > 0 {
+		var mark codec.MessageMark
+		b, mark = codec.StartMessage(b, &h, codec.ServicePath, codec.MethodUnrun, nil)
+		b = codec.AppendUnrun(b, c.p.incarnation, unrun)
 		codec.FinishMessage(b, mark)
 	}
 	if credits > 0 || freed > 0 {

@@ -124,9 +124,8 @@ func (p *Plugin) beginDrain() {
 		// (its calls fail with an error the XClient retries, and it
 		// redials at once) where one that only sees its connection end
 		// fails the calls it wrote meanwhile. A frame rpcx reads from here
-		// on is counted by rpcx while its handler runs, and that handler
-		// holds it until its entries are done (holdWhileDraining). What
-		// the end of a drain does for the parked goroutines is done now.
+		// on, once the hooks have run, does not run (frameRead). What the
+		// end of a drain does for the parked goroutines is done now.
 		p.awaitNotices(time.Now().Add(noticeWait))
 		p.workers.release(true)
 		return
@@ -178,8 +177,14 @@ func (p *Plugin) keepCounted(force bool) {
 	if p.holding || !force && p.idle() {
 		return
 	}
-	p.holding = true
 	atomic.AddInt32(p.rs.handlerMsgNum, 1)
+	p.heldLocked()
+}
+
+// heldLocked notes that the caller, holding holdMu, counted the plugin in
+// rpcx's handlerMsgNum, and starts the goroutine that takes it out.
+func (p *Plugin) heldLocked() {
+	p.holding = true
 	p.tasks.spawn(p.watchIdle)
 }
 
@@ -203,9 +208,10 @@ func (p *Plugin) watchIdle() {
 		if p.draining.Load() {
 			if !stoppedReading {
 				// Shutdown holds mu until every connection has stopped
-				// reading: from then on no frame is read, and those already
-				// read are counted by rpcx once their goroutines run (and
-				// then hold Shutdown, see holdWhileDraining).
+				// reading (but for the frame a read loop is in the middle
+				// of, see frameRead): the frames already read are counted
+				// by rpcx once their goroutines run (and then hold
+				// Shutdown, see holdWhileDraining).
 				p.rs.mu.RLock()
 				p.rs.mu.RUnlock()
 				stoppedReading = true
@@ -280,17 +286,39 @@ func (p *Plugin) idle() bool {
 	return true
 }
 
-// frameRead runs in rpcx's read loop for each frame it reads on a lane.
-// A frame read once Shutdown has begun, or once UnregisterAll has run (a
-// Shutdown will then come without its hooks, see holdWhileDraining),
-// counts the plugin in rpcx's count of requests being handled there and
-// then: rpcx counts the frame itself only once the goroutine it starts for
-// it runs, which on a busy machine can be after Shutdown has looked at its
-// count, found nothing, and closed the connection under the frame's calls.
-func (p *Plugin) frameRead() {
-	if p.rs.shuttingDown() || p.armed.Load() && p.rs.hooksSpent() {
-		p.keepCounted(true)
+// frameRead runs in rpcx's read loop for each frame it reads on a lane,
+// and reports whether the frame's entries may run.
+//
+// rpcx counts a request as being handled only once the goroutine it
+// starts for it runs. Its Shutdown looks at that count once its hooks have
+// run (and once a second after), and as soon as it finds none closes the
+// connections, without looking again. So a frame read once Shutdown has
+// begun, or once UnregisterAll has run (a Shutdown will then come without
+// its hooks, see holdWhileDraining), counts the plugin in there and then.
+// Where that may be too late (Shutdown's hooks have run, and the plugin
+// was not counted already), the frame does not run: Shutdown may be
+// closing its connection, and its calls would run with their replies
+// lost, to be run again elsewhere by a Failover caller. They are told
+// that they did not run (codec.MethodUnrun). rpcx reads no more after it
+// on that connection.
+func (p *Plugin) frameRead() bool {
+	if !p.rs.shuttingDown() && !(p.armed.Load() && p.rs.hooksSpent()) {
+		return true
 	}
+	p.holdMu.Lock()
+	defer p.holdMu.Unlock()
+	if p.holding {
+		return true
+	}
+	// Counted first, then looked: a Shutdown whose hooks had not all run
+	// by the look finds the count when it looks at it.
+	atomic.AddInt32(p.rs.handlerMsgNum, 1)
+	if p.rs.shuttingDown() && p.rs.hooksSpent() {
+		atomic.AddInt32(p.rs.handlerMsgNum, -1)
+		return false
+	}
+	p.heldLocked()
+	return true
 }
 
 // holdWhileDraining keeps a frame's handler, and with it rpcx's count of

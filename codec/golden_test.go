@@ -223,6 +223,21 @@ func goldenMessages() []goldenMessage {
 			},
 		},
 		{
+			file: "unrun.bin",
+			write: frame(codec.MethodUnrun, nil, 0, func(b []byte) []byte {
+				return codec.AppendUnrun(b, goldenIncarnation, []uint64{7, 300, 70000})
+			}),
+			header: oneway(0),
+			path:   codec.ServicePath, method: codec.MethodUnrun,
+			meta: nil,
+			payload: func(t *testing.T, p []byte) {
+				inc, ids, err := codec.DecodeUnrun(p)
+				require.NoError(t, err)
+				require.Equal(t, uint64(goldenIncarnation), inc)
+				require.Equal(t, []uint64{7, 300, 70000}, ids)
+			},
+		},
+		{
 			// A lane's heartbeat, which rpcx's server answers.
 			file: "heartbeat-lane.bin",
 			write: func() []byte {

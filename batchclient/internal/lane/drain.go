@@ -28,6 +28,29 @@ func (l *Lane) onDrainNotice(payload []byte) error {
 	return nil
 }
 
+// onUnrun handles an unrun notice read from the server: a server that
+// shuts down did not run those calls (a frame it read too late to run
+// them, see codec.MethodUnrun). They fail with ErrDraining, which the
+// XClient retries elsewhere, as the entries a draining lane never wrote.
+func (l *Lane) onUnrun(payload []byte) error {
+	inc, ids, err := codec.DecodeUnrun(payload)
+	if err != nil {
+		return err
+	}
+	if inc != l.hs.Incarnation {
+		return nil
+	}
+	err = fmt.Errorf("%w: %s", ErrDraining, l.addr)
+	for _, id := range ids {
+		if call := l.Claim(id); call != nil {
+			l.cfg.Metrics.ErrDrain.Inc(1)
+			l.Finish(call, err)
+		}
+	}
+	l.checkDrained()
+	return nil
+}
+
 // Drain stops the lane's writing for good: queued entries fail with
 // ErrDraining, and so do later ones. Calls already written stay pending.
 func (l *Lane) Drain() {

@@ -123,6 +123,11 @@ func (l *Lane) readLoop() {
 				l.fail(fmt.Errorf("%w: bad drain notice: %w", ErrConnection, err))
 				return
 			}
+		case msg.Header.MessageType() == protocol.Request && msg.ServicePath == codec.ServicePath && msg.ServiceMethod == codec.MethodUnrun:
+			if err := l.onUnrun(msg.Payload); err != nil {
+				l.fail(fmt.Errorf("%w: bad unrun notice: %w", ErrConnection, err))
+				return
+			}
 		case msg.Header.MessageType() == protocol.Response && msg.Header.MessageStatusType() == protocol.Error:
 			// rpcx refused a frame (its AuthFunc, typically) and is about
 			// to close the connection.

@@ -226,9 +226,28 @@ var faults = []fault{
 		// the connection before the frame's goroutine counts it.
 		name: "frame-read-in-shutdown-uncounted",
 		edits: []edit{{"batchserver/shutdown.go",
-			"if p.rs.shuttingDown() || p.armed.Load() && p.rs.hooksSpent() {\n\t\tp.keepCounted(true)",
-			"if false {\n\t\tp.keepCounted(true)"}},
+			"if !p.rs.shuttingDown() && !(p.armed.Load() && p.rs.hooksSpent()) {",
+			"if true || !p.rs.shuttingDown() && !(p.armed.Load() && p.rs.hooksSpent()) {"}},
 		pkgs: []string{"./batchserver/"},
+	},
+	{
+		// A frame read once Shutdown may have found its count zero runs:
+		// rpcx closes the connection under its calls, their replies are
+		// lost, and Failover runs them again.
+		name: "frame-read-after-the-count-runs",
+		edits: []edit{{"batchserver/shutdown.go",
+			"if p.rs.shuttingDown() && p.rs.hooksSpent() {\n\t\tatomic.AddInt32(p.rs.handlerMsgNum, -1)",
+			"if false {\n\t\tatomic.AddInt32(p.rs.handlerMsgNum, -1)"}},
+		pkgs: []string{"./batchserver/"},
+	},
+	{
+		// A lane ignores the unrun notice: the calls wait for the
+		// connection's end and fail with ErrConnection.
+		name: "unrun-notice-ignored",
+		edits: []edit{{"batchclient/internal/lane/reader.go",
+			"msg.ServiceMethod == codec.MethodUnrun:",
+			"msg.ServiceMethod == \"ignored\":"}},
+		pkgs: []string{"./batchclient/"},
 	},
 	{
 		// A written reply counts as delivered: rpcx's close resets the
