@@ -89,6 +89,26 @@ func drainingServer(t *testing.T, wantCalls, answerCalls int, unrun bool) string
 	return ln.Addr().String()
 }
 
+// callDrainingServer connects a one-lane client to a drainingServer that
+// answers one call of two (unrun: says it did not run the other), and
+// makes the two calls; the server drains once it holds both. Their errors
+// come on errs.
+func callDrainingServer(t *testing.T, unrun bool) (*batchclient.Client, string, <-chan error) {
+	t.Helper()
+	addr := drainingServer(t, 2, 1, unrun)
+	c := newClient(t, batchclient.WithLanes(1), batchclient.WithReconnect(time.Second, time.Second))
+	require.NoError(t, c.Start(addr))
+	require.Eventually(t, func() bool { return c.Info(addr).Status == batchclient.Connected }, 10*time.Second, 5*time.Millisecond)
+	errs := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			var r testsvc.Reply
+			errs <- c.Call(ctxT(t, 20*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: i}, &r)
+		}()
+	}
+	return c, addr, errs
+}
+
 func mustMsgpack(v any) []byte {
 	out, err := share.Codecs[protocol.MsgPack].Encode(v)
 	if err != nil {
@@ -103,19 +123,7 @@ func mustMsgpack(v any) []byte {
 // retries), not hanging and not as a ServiceError; a call made after the
 // notice fails at once with ErrDraining.
 func TestLaneDrain(t *testing.T) {
-	addr := drainingServer(t, 2, 1, false)
-	c := newClient(t, batchclient.WithLanes(1), batchclient.WithReconnect(time.Second, time.Second))
-	require.NoError(t, c.Start(addr))
-	require.Eventually(t, func() bool { return c.Info(addr).Status == batchclient.Connected }, 10*time.Second, 5*time.Millisecond)
-
-	// The server drains once it holds both calls.
-	errs := make(chan error, 2)
-	for i := range 2 {
-		go func() {
-			var r testsvc.Reply
-			errs <- c.Call(ctxT(t, 20*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: i}, &r)
-		}()
-	}
+	c, addr, errs := callDrainingServer(t, false)
 	require.Eventually(t, func() bool { return c.Info(addr).Status != batchclient.Connected }, 10*time.Second, 2*time.Millisecond,
 		"the client never heard the drain notice")
 	// Refused, not queued: a queued call would wait for the server to
@@ -154,18 +162,7 @@ func TestLaneDrain(t *testing.T) {
 // (this server keeps it until the test ends); the call the server ran
 // gets its reply.
 func TestLaneUnrunCallsFailAsDraining(t *testing.T) {
-	addr := drainingServer(t, 2, 1, true)
-	c := newClient(t, batchclient.WithLanes(1), batchclient.WithReconnect(time.Second, time.Second))
-	require.NoError(t, c.Start(addr))
-	require.Eventually(t, func() bool { return c.Info(addr).Status == batchclient.Connected }, 10*time.Second, 5*time.Millisecond)
-
-	errs := make(chan error, 2)
-	for i := range 2 {
-		go func() {
-			var r testsvc.Reply
-			errs <- c.Call(ctxT(t, 20*time.Second), addr, "Arith", "Mul", &testsvc.Args{A: i}, &r)
-		}()
-	}
+	_, _, errs := callDrainingServer(t, true)
 	var ok, unrun int
 	for range 2 {
 		err := <-errs

@@ -60,11 +60,7 @@ func (g *gatewayHold) PreReadRequest(ctx context.Context) error {
 	// The gateway names the connection by its address; rpcx's read loop
 	// by the net.Conn.
 	if _, http := ctx.Value(server.RemoteConnContextKey).(string); http && g.armed.CompareAndSwap(true, false) {
-		close(g.entered)
-		select {
-		case <-g.release:
-		case <-time.After(10 * time.Second):
-		}
+		enterAndHold(g.entered, g.release)
 	}
 	return nil
 }

@@ -36,13 +36,19 @@ func newReadGate(path, method string) *readGate {
 
 func (g *readGate) auth(_ context.Context, req *protocol.Message, _ string) error {
 	if req.ServicePath == g.path && (g.method == "" || req.ServiceMethod == g.method) && g.armed.CompareAndSwap(true, false) {
-		close(g.entered)
-		select {
-		case <-g.release:
-		case <-time.After(10 * time.Second):
-		}
+		enterAndHold(g.entered, g.release)
 	}
 	return nil
+}
+
+// enterAndHold closes entered and waits until release is closed, at most
+// 10 s: how a test holds a server in one of its moments.
+func enterAndHold(entered, release chan struct{}) {
+	close(entered)
+	select {
+	case <-release:
+	case <-time.After(10 * time.Second):
+	}
 }
 
 // unregisterHook is a server plugin whose Unregister hook, during
