@@ -67,9 +67,10 @@ type conn struct {
 	// Replies. At most one writer goroutine runs per connection: it is
 	// started when the first reply or credit is queued and exits when there
 	// is none left, so an idle or closed connection holds no goroutine.
-	// replyMu guards replies, spare, unrun, writing and broken. writing says a
-	// writer runs, or has been claimed (claimWriterLocked): the socket's
-	// replies have one owner at a time, and buf and written are its own.
+	// replyMu guards replies, spare, unrun, writing and broken. writing
+	// says a writer runs, or has been claimed (claimWriterLocked): the
+	// socket's replies have one owner at a time, and buf and written are
+	// its own.
 	replyMu sync.Mutex
 	nReply  atomic.Int32 // len(replies), readable without replyMu
 	replies []codec.Reply

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -65,6 +66,12 @@ func (g *gatewayHold) PreReadRequest(ctx context.Context) error {
 	return nil
 }
 
+// closeOnce returns a function that closes ch the first time it is called.
+func closeOnce(ch chan struct{}) func() {
+	var once sync.Once
+	return func() { once.Do(func() { close(ch) }) }
+}
+
 // lateReadOutcome is what one run of the late-read scenario saw.
 type lateReadOutcome struct {
 	ran, replied, toldUnrun bool
@@ -93,14 +100,8 @@ func runLateRead(t *testing.T, batch bool) lateReadOutcome {
 	hold.armed.Store(true)
 	s.Plugins.Add(hold)
 	addr := serve(t, s) // with rpcx's HTTP gateway, as by default
-	var releaseOnce atomic.Bool
-	releaseAll := func() {
-		if releaseOnce.CompareAndSwap(false, true) {
-			close(hold.release)
-			close(l.release)
-		}
-	}
-	t.Cleanup(releaseAll)
+	releaseGateway, releaseCall := closeOnce(hold.release), closeOnce(l.release)
+	t.Cleanup(func() { releaseGateway(); releaseCall() })
 
 	args := mustMsgpack(&testsvc.Args{A: 1, B: 9})
 	var c net.Conn
@@ -161,15 +162,14 @@ func runLateRead(t *testing.T, batch bool) lateReadOutcome {
 	case <-l.started:
 	case <-time.After(300 * time.Millisecond):
 	}
-	close(hold.release)
+	releaseGateway()
 	select {
 	case err := <-shutdownDone:
 		require.NoError(t, err, "Shutdown")
 	case <-time.After(15 * time.Second):
 		t.Fatal("Shutdown did not end")
 	}
-	close(l.release)
-	releaseOnce.Store(true)
+	releaseCall()
 
 	var out lateReadOutcome
 	require.NoError(t, c.SetReadDeadline(time.Now().Add(3*time.Second)))
