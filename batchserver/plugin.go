@@ -328,7 +328,10 @@ func (p *Plugin) batch(ctx *server.Context) error {
 		c.Close()
 		return nil
 	}
-	if unrun, _ := ctx.Get(unrunKey{}).(bool); unrun {
+	// Only a frame read during Shutdown is marked (frameRead), and
+	// Shutdown never ends for a server: a running server's frames skip
+	// the context's lock and lookup.
+	if p.rs.shuttingDown() && unrunMarked(ctx) {
 		p.unrun(ctx, st)
 		st.mark.unstarted.Add(-1)
 		return nil
@@ -369,6 +372,13 @@ func (p *Plugin) frame(ctx *server.Context, st *conn) bool {
 	p.release.Touch()
 	st.deliver(seq, entries, len(ctx.Payload())+gained, arrived)
 	return true
+}
+
+// unrunMarked reports whether frameRead marked the frame of ctx not to
+// run.
+func unrunMarked(ctx *server.Context) bool {
+	unrun, _ := ctx.Get(unrunKey{}).(bool)
+	return unrun
 }
 
 // unrun answers a frame read too late in a Shutdown to run (frameRead):
