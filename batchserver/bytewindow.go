@@ -30,6 +30,9 @@ type frameHold struct {
 	// arrived is when rpcx read the frame: its entries' deadlines count
 	// from then.
 	arrived time.Time
+	// slab holds the frame's decoded entries (entryslab.go), released by
+	// the entry that finishes last; nil when they were made for the frame.
+	slab *entrySlab
 }
 
 // byteWindow is a connection's part of the byte window.
@@ -49,8 +52,8 @@ type byteWindow struct {
 // lane keeps at most the byte window unfinished, or one frame of any size
 // (within MaxFrameBytes) when nothing else is; as with the entry window,
 // twice the window is a peer that ignores it, not a slow moment.
-func (c *conn) hold(size, n int, arrived time.Time) (*frameHold, error) {
-	fr := &frameHold{bytes: int64(size), arrived: arrived}
+func (c *conn) hold(size, n int, arrived time.Time, slab *entrySlab) (*frameHold, error) {
+	fr := &frameHold{bytes: int64(size), arrived: arrived, slab: slab}
 	fr.left.Store(int32(max(n, 1)))
 	limit := 2 * int64(c.p.opts.WindowBytes)
 	if total := c.bytes.held.Add(fr.bytes); total > limit && total > fr.bytes {
@@ -63,11 +66,14 @@ func (c *conn) hold(size, n int, arrived time.Time) (*frameHold, error) {
 }
 
 // frameDone records that one entry of fr finished; the last one frees the
-// frame's bytes. The caller kicks the writer, which hands them back.
+// frame's bytes, and its entries' slab: the caller must not touch its
+// entry after. The caller kicks the writer, which hands the bytes back.
 func (c *conn) frameDone(fr *frameHold) {
 	if fr == nil || fr.left.Add(-1) > 0 {
 		return
 	}
+	fr.slab.release()
+	fr.slab = nil
 	c.bytes.held.Add(-fr.bytes)
 	if c.bytes.credited.Load() {
 		c.bytes.credit.Add(fr.bytes)

@@ -134,7 +134,7 @@ func (c *conn) fail(err error) {
 // deliver runs the entries of frame seq, size bytes, once every earlier
 // frame has run. arrived is when rpcx read the frame: the entries'
 // deadlines count from it.
-func (c *conn) deliver(seq uint64, entries []codec.Entry, size int, arrived time.Time) {
+func (c *conn) deliver(seq uint64, entries []codec.Entry, slab *entrySlab, size int, arrived time.Time) {
 	// A lane keeps at most Window entries unfinished, replies not yet
 	// written included; twice that is a peer that ignores the window (and
 	// perhaps does not read what it asked for), not a slow moment.
@@ -142,7 +142,7 @@ func (c *conn) deliver(seq uint64, entries []codec.Entry, size int, arrived time
 		c.fail(fmt.Errorf("%w: %d entries unfinished or unanswered, window %d", ErrWindowExceeded, n, c.p.opts.Window))
 		return
 	}
-	fr, err := c.hold(size, len(entries), arrived)
+	fr, err := c.hold(size, len(entries), arrived, slab)
 	if err != nil {
 		c.fail(err)
 		return
@@ -258,6 +258,7 @@ func (c *conn) gapExpired(want uint64) {
 // hooks run here first, in lane order, as rpcx runs them in its read loop.
 func (c *conn) run(entries []codec.Entry, arrived time.Time, fr *frameHold) {
 	hooks := c.p.hooks.present()
+	c.p.metrics.countEntries(entries)
 	for i := range entries {
 		e := &entries[i]
 		switch e.Kind {
@@ -268,11 +269,7 @@ func (c *conn) run(entries []codec.Entry, arrived time.Time, fr *frameHold) {
 				c.queueSend(sendItem{e: e, fr: fr, fence: true})
 				continue
 			}
-			c.p.metrics.calls.Inc(1)
-		case codec.KindCast:
-			c.p.metrics.casts.Inc(1)
-		case codec.KindSend:
-			c.p.metrics.sends.Inc(1)
+		case codec.KindCast, codec.KindSend:
 		default:
 			c.frameDone(fr)
 			continue

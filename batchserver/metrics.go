@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	metrics "github.com/rcrowley/go-metrics"
+
+	"github.com/rpcxbatch/rpcxbatch/codec"
 )
 
 // serverMetrics are the plugin's go-metrics instruments, all named
@@ -37,6 +39,35 @@ func newServerMetrics(r metrics.Registry) *serverMetrics {
 		errUnknownSend: c("errors.unknown_send"), errCodec: c("errors.codec"),
 		errRefused: c("errors.refused"), errUnrun: c("errors.unrun"),
 		memoryReleases: c("memory_releases"),
+	}
+}
+
+// countEntries counts a frame's calls, casts and sends before any of them
+// starts (a call is counted before its reply can reach the caller), with
+// one add per counter: the counters are shared by every connection's
+// deliveries and every core. The lane's own fences are not calls.
+func (m *serverMetrics) countEntries(entries []codec.Entry) {
+	var calls, casts, sends int64
+	for i := range entries {
+		switch e := &entries[i]; e.Kind {
+		case codec.KindCall:
+			if e.ServicePath != codec.ServicePath || e.ServiceMethod != codec.MethodFence {
+				calls++
+			}
+		case codec.KindCast:
+			casts++
+		case codec.KindSend:
+			sends++
+		}
+	}
+	if calls > 0 {
+		m.calls.Inc(calls)
+	}
+	if casts > 0 {
+		m.casts.Inc(casts)
+	}
+	if sends > 0 {
+		m.sends.Inc(sends)
 	}
 }
 

@@ -354,7 +354,7 @@ func (p *Plugin) frame(ctx *server.Context, st *conn) bool {
 		st.fail(fmt.Errorf("%w: %d bytes, cap %d", codec.ErrFrameTooLarge, len(ctx.Payload()), p.opts.MaxFrameBytes))
 		return false
 	}
-	seq, entries, err := codec.DecodeBatch(ctx.Payload(), p.opts.BatchCap)
+	seq, entries, slab, err := decodeFrame(ctx.Payload(), p.opts.BatchCap)
 	if err != nil {
 		st.fail(err)
 		return false
@@ -363,6 +363,7 @@ func (p *Plugin) frame(ctx *server.Context, st *conn) bool {
 	// the bytes they gain count against the lane's byte window.
 	gained, err := codec.InflateEntries(entries, len(ctx.Payload()), p.opts.MaxFrameBytes)
 	if err != nil {
+		slab.release()
 		st.fail(err)
 		return false
 	}
@@ -370,7 +371,7 @@ func (p *Plugin) frame(ctx *server.Context, st *conn) bool {
 	p.metrics.batchSize.Update(int64(len(entries)))
 	arrived := frameArrived(ctx)
 	p.release.Touch()
-	st.deliver(seq, entries, len(ctx.Payload())+gained, arrived)
+	st.deliver(seq, entries, slab, len(ctx.Payload())+gained, arrived)
 	return true
 }
 

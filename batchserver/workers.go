@@ -47,8 +47,11 @@ func (t task) run(fc *fastcodec.Codec) {
 	if t.ec == nil {
 		t.ec = entryContext(t.c, t.e, t.fr.arrived, t.fr)
 	}
+	// Read first: a call's reply may finish its frame, whose entries then
+	// go back to their pool (frameDone).
+	cast := t.e.Kind == codec.KindCast
 	t.c.p.runCall(t.c, t.ec, t.e, fc)
-	if t.e.Kind == codec.KindCast {
+	if cast {
 		t.c.credit(t.fr)
 	}
 }

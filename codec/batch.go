@@ -147,6 +147,16 @@ func EntrySize(e *Entry) int {
 // maxEntries entries (when maxEntries > 0) is refused with ErrTooManyEntries
 // before its entries are decoded.
 func DecodeBatch(frame []byte, maxEntries int) (frameSeq uint64, entries []Entry, err error) {
+	return DecodeBatchTo(frame, maxEntries, nil)
+}
+
+// DecodeBatchTo is DecodeBatch with the entries decoded into a slice that
+// room returns for their number, so that a server can reuse the slices
+// of frames it is done with. room(n) returns a slice with room for at
+// least n entries, or nil to have one made; its first n are cleared
+// before they are decoded into. room is called once, after the frame's
+// head and entry count passed their checks; a nil room makes every slice.
+func DecodeBatchTo(frame []byte, maxEntries int, room func(n int) []Entry) (frameSeq uint64, entries []Entry, err error) {
 	r := &reader{b: frame}
 	if frameSeq, err = r.head("batch frame", 3, "frame sequence"); err != nil {
 		return 0, nil, err
@@ -155,7 +165,15 @@ func DecodeBatch(frame []byte, maxEntries int) (frameSeq uint64, entries []Entry
 	if err != nil {
 		return 0, nil, err
 	}
-	entries = make([]Entry, n)
+	if room != nil {
+		entries = room(n)
+	}
+	if cap(entries) >= n {
+		entries = entries[:n]
+		clear(entries)
+	} else {
+		entries = make([]Entry, n)
+	}
 	var prev Entry
 	for i := range entries {
 		if err = decodeEntry(r, &entries[i], &prev); err != nil {

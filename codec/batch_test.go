@@ -277,3 +277,44 @@ func TestServerTimeoutValueCheckIsExact(t *testing.T) {
 	require.False(t, got[0].ServerTimeout)
 	require.Equal(t, map[string]string{share.ServerTimeout: "05"}, got[0].Metadata)
 }
+
+// DecodeBatchTo decodes into the room it is given, cleared first, so a
+// slice reused from an earlier frame leaks none of that frame's fields
+// into this one's; with too little room, or none, it makes a slice.
+func TestDecodeBatchToReusesRoom(t *testing.T) {
+	entries := []Entry{
+		{Kind: KindCall, ID: 1, ServicePath: "Arith", ServiceMethod: "Mul", Payload: []byte{1}, TimeoutMicros: 5},
+		{Kind: KindCast, ServicePath: "Arith", ServiceMethod: "Add", SerializeType: 3, Payload: []byte{2}},
+	}
+	frame := AppendBatchHeader(nil, 7, len(entries))
+	for i := range entries {
+		frame = AppendEntry(frame, &entries[i])
+	}
+	// Room left dirty by an earlier, different frame.
+	room := make([]Entry, 4)
+	for i := range room {
+		room[i] = sampleEntry(100 + i)
+		room[i].CompressType = 1
+		room[i].ServerTimeout = true
+	}
+	var asked []int
+	seq, got, err := DecodeBatchTo(frame, 0, func(n int) []Entry { asked = append(asked, n); return room[:0] })
+	require.NoError(t, err)
+	assert.Equal(t, uint64(7), seq)
+	assert.Equal(t, []int{2}, asked, "room is asked for once, for the entry count")
+	require.Len(t, got, 2)
+	assert.Same(t, &room[0], &got[0], "decoded into the room given")
+	requireEntriesEqual(t, entries, got)
+	for i := range got {
+		assert.Zero(t, got[i].CompressType, "entry %d kept a field of the slice's last use", i)
+		assert.False(t, got[i].ServerTimeout, "entry %d kept a field of the slice's last use", i)
+	}
+
+	_, small, err := DecodeBatchTo(frame, 0, func(int) []Entry { return room[:0:1] })
+	require.NoError(t, err)
+	assert.NotSame(t, &room[0], &small[0], "too little room: a slice of its own")
+	requireEntriesEqual(t, entries, small)
+
+	_, _, err = DecodeBatchTo(frame[:len(frame)-1], 0, func(int) []Entry { return room[:0] })
+	require.ErrorIs(t, err, ErrMalformed)
+}
