@@ -340,8 +340,11 @@ again:
 		// it on a goroutine of its own, whose outcome this waits for.
 		return c.callPlain(ctx, pr, st, servicePath, serviceMethod, args, nil)
 	}
-	_, _, err = l.Submit(ctx, codec.KindCast, &lane.Pending{Call: &client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args},
-		Keyed: k.keyed, KeyHash: k.hash, ServerTimeout: st}, false)
+	// The entry and its call in one allocation: the lane holds them until
+	// the cast is written, after the caller has returned.
+	cc := &castCall{call: client.Call{ServicePath: servicePath, ServiceMethod: serviceMethod, Args: args}}
+	cc.pending = lane.Pending{Call: &cc.call, Keyed: k.keyed, KeyHash: k.hash, ServerTimeout: st}
+	_, _, err = l.Submit(ctx, codec.KindCast, &cc.pending, false)
 	if errors.Is(err, lane.ErrRetired) {
 		goto again // the lane left its pool since route picked it
 	}
@@ -350,6 +353,12 @@ again:
 		return c.callOversize(ctx, addr, servicePath, serviceMethod, args, nil, st)
 	}
 	return err
+}
+
+// castCall is a cast's lane entry and the rpcx call it carries.
+type castCall struct {
+	pending lane.Pending
+	call    client.Call
 }
 
 // Send delivers payload to the send handler registered under handler on
