@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/smallnest/rpcx/server"
 
@@ -21,11 +22,15 @@ import (
 // internal/rpcxlayout) is that of rpcx v1.9.4, which go.mod pins; New
 // fails with ErrUnsupportedRPCX if it ever changes, rather than guessing.
 type serviceTable struct {
-	s  *server.Server
-	mu sync.RWMutex // guards cache and gen
-	// cache holds what was read, per service path; it is dropped by the
-	// Register and Unregister hooks so a re-registration is seen.
-	cache map[string]map[string]*method
+	s *server.Server
+	// cache holds what was read, per service path; a service is dropped
+	// by the Register and Unregister hooks so a re-registration is seen.
+	// A map once published is never changed: a change publishes a copy,
+	// so the lookup of every entry reads it without a lock (a read lock
+	// taken per entry by the goroutines of both cores kept its count's
+	// line moving between them). Services change rarely.
+	cache atomic.Pointer[map[string]map[string]*method]
+	mu    sync.Mutex // guards gen and the publishing of cache
 	// gen counts those hooks. rpcx changes its table and then calls the
 	// hook, so a read that raced with the change may hold the old service:
 	// it is cached only if no hook ran since it began.
@@ -38,7 +43,8 @@ type serviceTable struct {
 var ErrUnsupportedRPCX = errors.New("batchserver: cannot read the rpcx server's internals")
 
 func newServiceTable(s *server.Server) (*serviceTable, error) {
-	t := &serviceTable{s: s, cache: make(map[string]map[string]*method)}
+	t := &serviceTable{s: s}
+	t.cache.Store(&map[string]map[string]*method{})
 	// Read every service once so a layout mismatch fails New, not a call.
 	for _, name := range s.ListServices() {
 		if _, err := t.read(name); err != nil {
@@ -53,11 +59,11 @@ func newServiceTable(s *server.Server) (*serviceTable, error) {
 
 // lookup returns the callable for service.method, or nil.
 func (t *serviceTable) lookup(service, name string) (m *method, serviceFound bool) {
-	t.mu.RLock()
-	methods, ok := t.cache[service]
-	gen := t.gen
-	t.mu.RUnlock()
+	methods, ok := (*t.cache.Load())[service]
 	if !ok {
+		t.mu.Lock()
+		gen := t.gen
+		t.mu.Unlock()
 		var err error
 		if methods, err = t.read(service); err != nil || methods == nil {
 			return nil, false
@@ -72,7 +78,7 @@ func (t *serviceTable) lookup(service, name string) (m *method, serviceFound boo
 func (t *serviceTable) store(service string, methods map[string]*method, gen uint64) {
 	t.mu.Lock()
 	if t.gen == gen {
-		t.cache[service] = methods
+		t.publishLocked(service, methods)
 	}
 	t.mu.Unlock()
 }
@@ -80,9 +86,25 @@ func (t *serviceTable) store(service string, methods map[string]*method, gen uin
 // forget drops the cached copy of a service after rpcx changed it.
 func (t *serviceTable) forget(service string) {
 	t.mu.Lock()
-	delete(t.cache, service)
+	t.publishLocked(service, nil)
 	t.gen++
 	t.mu.Unlock()
+}
+
+// publishLocked publishes a copy of the cache with service's methods set,
+// or dropped when methods is nil; t.mu is held.
+func (t *serviceTable) publishLocked(service string, methods map[string]*method) {
+	old := *t.cache.Load()
+	next := make(map[string]map[string]*method, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	if methods != nil {
+		next[service] = methods
+	} else {
+		delete(next, service)
+	}
+	t.cache.Store(&next)
 }
 
 // read copies one service out of rpcx's table (rpcxlayout.ReadService,

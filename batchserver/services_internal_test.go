@@ -12,16 +12,30 @@ import (
 func TestServiceReadRacingRegistrationNotCached(t *testing.T) {
 	tbl, err := newServiceTable(server.NewServer())
 	require.NoError(t, err)
-	tbl.mu.RLock()
+	tbl.mu.Lock()
 	gen := tbl.gen
-	tbl.mu.RUnlock()
+	tbl.mu.Unlock()
 	stale := map[string]*method{"Old": {}}
 	tbl.forget("Svc") // the hook ran while the read was under way
 	tbl.store("Svc", stale, gen)
-	_, cached := tbl.cache["Svc"]
+	_, cached := (*tbl.cache.Load())["Svc"]
 	require.False(t, cached)
 
 	tbl.store("Svc", stale, tbl.gen) // a read that began after it is kept
-	_, cached = tbl.cache["Svc"]
+	_, cached = (*tbl.cache.Load())["Svc"]
 	require.True(t, cached)
+}
+
+// A published cache is never changed: a lookup holding the map of a
+// moment keeps seeing that moment, while later lookups see the change.
+func TestServiceCachePublishedByCopy(t *testing.T) {
+	tbl, err := newServiceTable(server.NewServer())
+	require.NoError(t, err)
+	tbl.store("Svc", map[string]*method{"M": {}}, tbl.gen)
+	held := *tbl.cache.Load()
+	tbl.forget("Svc")
+	_, inHeld := held["Svc"]
+	require.True(t, inHeld, "forget changed a map a lookup may be reading")
+	_, now := (*tbl.cache.Load())["Svc"]
+	require.False(t, now)
 }

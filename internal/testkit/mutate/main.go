@@ -267,6 +267,33 @@ var faults = []fault{
 			"return time.Duration(now-c.untakenSince.Load()) < 0"}},
 		pkgs: []string{"./batchserver/"},
 	},
+	{
+		// Stop leaves the address's peer as the newest: calls go on
+		// finding its stopped lanes instead of the plain path.
+		name: "newest-peer-kept-after-stop",
+		edits: []edit{{"batchclient/client.go",
+			"\tc.live.Delete(addr)\n\tc.dropNewestLocked(p)\n",
+			"\tc.live.Delete(addr)\n"}},
+		pkgs: []string{"./batchclient/"},
+	},
+	{
+		// A forgotten peer (idle, or a plain server unused) stays the
+		// newest: the next call meets it instead of a fresh peer.
+		name: "newest-peer-kept-after-forget",
+		edits: []edit{{"batchclient/client.go",
+			"\t\tc.live.Delete(p.key)\n\t\tc.dropNewestLocked(p)\n",
+			"\t\tc.live.Delete(p.key)\n"}},
+		pkgs: []string{"./batchclient/"},
+	},
+	{
+		// A frame's entries go back to their pool when its first entry
+		// finishes, while the others still run on them.
+		name: "frame-slab-released-early",
+		edits: []edit{{"batchserver/bytewindow.go",
+			"\tif fr == nil || fr.left.Add(-1) > 0 {\n\t\treturn\n\t}\n\tfr.slab.release()\n\tfr.slab = nil\n",
+			"\tif fr == nil {\n\t\treturn\n\t}\n\tfr.slab.release()\n\tif fr.left.Add(-1) > 0 {\n\t\treturn\n\t}\n"}},
+		pkgs: []string{"./batchserver/"},
+	},
 }
 
 func main() {
