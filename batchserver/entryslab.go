@@ -64,7 +64,8 @@ func decodeFrame(frame []byte, maxEntries int) (seq uint64, entries []codec.Entr
 	})
 	if err != nil {
 		if slab != nil {
-			// The decode stopped part way, at an entry it did not know.
+			// The decode stopped part way: clear as far as it may
+			// have gone.
 			slab.entries = slab.entries[:cap(slab.entries)]
 			slab.release()
 		}
