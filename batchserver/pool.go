@@ -145,14 +145,24 @@ func (f *poolFeeder) feed() {
 // submitOne submits t, blocking while the pool is full. A pool already
 // stopped (rpcx's Shutdown stops it) panics in Submit, as pond does: the
 // entry then runs on a goroutine the plugin owns (Plugin.Close waits for
-// it), so that its call still gets an answer.
+// it), so that its call still gets an answer. A pool may also panic
+// after it ran the task, or handed it on: the entry runs once, on
+// whichever takes it first. Run twice, its second run would read the
+// frame's entries after the frame gave them back (entryslab.go).
 func (f *poolFeeder) submitOne(t task) {
+	var taken atomic.Bool
+	run := poolTask(t)
+	once := func() {
+		if taken.CompareAndSwap(false, true) {
+			run()
+		}
+	}
 	defer func() {
 		if r := recover(); r != nil {
-			f.tasks.spawn(poolTask(t))
+			f.tasks.spawn(once)
 		}
 	}()
-	f.pool.Submit(poolTask(t))
+	f.pool.Submit(once)
 }
 
 // holdOffPool keeps rpcx's Shutdown waiting until c has finished its
