@@ -65,8 +65,9 @@ type Client struct {
 	// newest is the peer made last, while it is in live: most clients
 	// call one address, whose peer it then is, and a look here (a load and
 	// a string compare) costs a call a fraction of live's lookup, which
-	// hashes the address. Written under mu only, never on the call path,
-	// so the callers of many addresses share a line they only read.
+	// hashes the address. Written under mu only, when a peer is made or
+	// leaves live, never by the calls that find it: the callers of many
+	// addresses share a line they only read.
 	newest atomic.Pointer[peer]
 	// mu guards the address tables: peers, which addresses are in stopped,
 	// and the writes to live and closed that keep them in step. It is

@@ -30,11 +30,13 @@ type serviceTable struct {
 	// taken per entry by the goroutines of both cores kept its count's
 	// line moving between them). Services change rarely.
 	cache atomic.Pointer[map[string]map[string]*method]
-	mu    sync.Mutex // guards gen and the publishing of cache
+	mu    sync.Mutex // serializes the hooks' and the reads' changes to cache and gen
 	// gen counts those hooks. rpcx changes its table and then calls the
 	// hook, so a read that raced with the change may hold the old service:
-	// it is cached only if no hook ran since it began.
-	gen uint64
+	// it is cached only if no hook ran since it began. Read without mu
+	// (a lookup of a service not cached, such as an unknown one, takes no
+	// lock of the plugin's), changed under it.
+	gen atomic.Uint64
 }
 
 // ErrUnsupportedRPCX reports an rpcx whose server (its service table, its
@@ -61,9 +63,7 @@ func newServiceTable(s *server.Server) (*serviceTable, error) {
 func (t *serviceTable) lookup(service, name string) (m *method, serviceFound bool) {
 	methods, ok := (*t.cache.Load())[service]
 	if !ok {
-		t.mu.Lock()
-		gen := t.gen
-		t.mu.Unlock()
+		gen := t.gen.Load()
 		var err error
 		if methods, err = t.read(service); err != nil || methods == nil {
 			return nil, false
@@ -77,7 +77,7 @@ func (t *serviceTable) lookup(service, name string) (m *method, serviceFound boo
 // hook has run since.
 func (t *serviceTable) store(service string, methods map[string]*method, gen uint64) {
 	t.mu.Lock()
-	if t.gen == gen {
+	if t.gen.Load() == gen {
 		t.publishLocked(service, methods)
 	}
 	t.mu.Unlock()
@@ -86,8 +86,10 @@ func (t *serviceTable) store(service string, methods map[string]*method, gen uin
 // forget drops the cached copy of a service after rpcx changed it.
 func (t *serviceTable) forget(service string) {
 	t.mu.Lock()
-	t.publishLocked(service, nil)
-	t.gen++
+	if _, cached := (*t.cache.Load())[service]; cached {
+		t.publishLocked(service, nil)
+	}
+	t.gen.Add(1)
 	t.mu.Unlock()
 }
 

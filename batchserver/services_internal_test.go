@@ -12,16 +12,14 @@ import (
 func TestServiceReadRacingRegistrationNotCached(t *testing.T) {
 	tbl, err := newServiceTable(server.NewServer())
 	require.NoError(t, err)
-	tbl.mu.Lock()
-	gen := tbl.gen
-	tbl.mu.Unlock()
+	gen := tbl.gen.Load()
 	stale := map[string]*method{"Old": {}}
 	tbl.forget("Svc") // the hook ran while the read was under way
 	tbl.store("Svc", stale, gen)
 	_, cached := (*tbl.cache.Load())["Svc"]
 	require.False(t, cached)
 
-	tbl.store("Svc", stale, tbl.gen) // a read that began after it is kept
+	tbl.store("Svc", stale, tbl.gen.Load()) // a read that began after it is kept
 	_, cached = (*tbl.cache.Load())["Svc"]
 	require.True(t, cached)
 }
@@ -31,7 +29,7 @@ func TestServiceReadRacingRegistrationNotCached(t *testing.T) {
 func TestServiceCachePublishedByCopy(t *testing.T) {
 	tbl, err := newServiceTable(server.NewServer())
 	require.NoError(t, err)
-	tbl.store("Svc", map[string]*method{"M": {}}, tbl.gen)
+	tbl.store("Svc", map[string]*method{"M": {}}, tbl.gen.Load())
 	held := *tbl.cache.Load()
 	tbl.forget("Svc")
 	_, inHeld := held["Svc"]

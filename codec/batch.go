@@ -168,7 +168,7 @@ func DecodeBatchTo(frame []byte, maxEntries int, room func(n int) []Entry) (fram
 	if room != nil {
 		entries = room(n)
 	}
-	if cap(entries) >= n {
+	if entries != nil && cap(entries) >= n {
 		entries = entries[:n]
 		clear(entries)
 	} else {

@@ -221,7 +221,8 @@ func (r *reader) int(what string) (int64, error) {
 }
 
 // length reads a type byte that must be one of the given family and returns
-// the declared length, checked to be at most the bytes left times perItem.
+// the declared length, checked to be at most the bytes left divided by
+// minItem (the fewest bytes an item takes).
 func (r *reader) length(what string, fixBase, fixMask byte, b8, b16, b32 byte, minItem int) (int, error) {
 	c, ok := r.byte1()
 	if !ok {

@@ -294,6 +294,15 @@ var faults = []fault{
 			"\tif fr == nil {\n\t\treturn\n\t}\n\tfr.slab.release()\n\tif fr.left.Add(-1) > 0 {\n\t\treturn\n\t}\n"}},
 		pkgs: []string{"./batchserver/"},
 	},
+	{
+		// An entry a user's pool ran before its Submit panicked runs
+		// again, on the frame's entries given back already.
+		name: "pool-entry-run-twice",
+		edits: []edit{{"batchserver/pool.go",
+			"if taken.CompareAndSwap(false, true) {",
+			"if taken.CompareAndSwap(false, true) || true {"}},
+		pkgs: []string{"./batchserver/"},
+	},
 }
 
 func main() {
