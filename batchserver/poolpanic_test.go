@@ -66,8 +66,11 @@ func TestPoolPanickingAfterRunRunsEntryOnce(t *testing.T) {
 		require.NoError(t, c.Call(ctx, addr, "Arith", "Mul", &testsvc.Args{A: i, B: 3}, &r))
 		assert.Equal(t, 3*i, r.C)
 	}
-	// A second run would come on a goroutine of its own, just after.
-	time.Sleep(100 * time.Millisecond)
+	// A second run comes on a goroutine the plugin owns (submitOne's
+	// spawn), which Plugin.Close waits for: after it, every run is in.
+	require.NoError(t, c.Close())
+	require.NoError(t, s.Close())
+	require.NoError(t, p.Close())
 	assert.Equal(t, int64(calls), svc.runs.Load(), "entries ran more than once")
 	// Run again after its frame was done, an entry reads a cleared entry
 	// (its frame's entries went back to their pool): no service.
