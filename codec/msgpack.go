@@ -33,6 +33,9 @@ func appendInt(b []byte, v int64) []byte {
 
 func appendStrMap(b []byte, m map[string]string) []byte {
 	b = mpack.AppendMapLen(b, len(m))
+	if len(m) == 0 { // see EntrySize
+		return b
+	}
 	for k, v := range m {
 		b = mpack.AppendStr(mpack.AppendStr(b, k), v)
 	}
