@@ -54,8 +54,10 @@ const serverTimeoutSize = 10 + len(serverTimeoutKey) + 20
 // writes it; an expired deadline (micros < 0) is sent as -1.
 func appendServerTimeout(b []byte, m map[string]string, micros int64) []byte {
 	b = mpack.AppendMapLen(b, len(m)+1)
-	for k, v := range m {
-		b = mpack.AppendStr(mpack.AppendStr(b, k), v)
+	if len(m) > 0 { // see EntrySize
+		for k, v := range m {
+			b = mpack.AppendStr(mpack.AppendStr(b, k), v)
+		}
 	}
 	b = append(b, serverTimeoutKeyEnc...)
 	// The value is at most 20 characters: a fixstr, whose one header byte
