@@ -133,13 +133,7 @@ func (e *Entry) ServerTimeoutValue() string {
 // account queue bytes and byte caps without encoding twice.
 func EntrySize(e *Entry) int {
 	n := 1 + 9 + 9 + (5 + len(e.ServicePath)) + (5 + len(e.ServiceMethod)) + 5 + 2 + (5 + len(e.Payload)) + 9 + 2
-	// Most entries carry no metadata; a range over an empty map still
-	// starts an iterator, which cost more than the rest of this sum.
-	if len(e.Metadata) > 0 {
-		for k, v := range e.Metadata {
-			n += 10 + len(k) + len(v)
-		}
-	}
+	n += strMapSize(e.Metadata)
 	if e.ServerTimeout {
 		n += serverTimeoutSize
 	}

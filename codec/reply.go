@@ -71,12 +71,7 @@ func AppendReply(dst []byte, rp *Reply) []byte {
 // ReplySize is an upper bound of the bytes AppendReply writes for rp.
 func ReplySize(rp *Reply) int {
 	n := 1 + 9 + 2 + (5 + len(rp.Error)) + 5 + (5 + len(rp.Payload)) + 2
-	if len(rp.Metadata) > 0 { // see EntrySize
-		for k, v := range rp.Metadata {
-			n += 10 + len(k) + len(v)
-		}
-	}
-	return n
+	return n + strMapSize(rp.Metadata)
 }
 
 // DecodeReplies decodes a reply frame into dst (reused, grown as needed).
